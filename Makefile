@@ -1,0 +1,68 @@
+# Flexway's build. `make run` starts the gateway offline against the local
+# sample model; `make test` is what CI runs.
+
+GO      ?= go
+BIN     := $(CURDIR)/.bin
+export PATH := $(BIN):$(PATH)
+
+BUF_VERSION              := v1.75.0
+PROTOC_GEN_GO_VERSION    := v1.36.12
+PROTOC_GEN_GRPC_VERSION  := v1.6.2
+GRPCURL_VERSION          := v1.9.4
+
+.PHONY: all tools generate check-generated lint-proto build run test test-short bench fuzz clean
+
+all: build
+
+# Code generators and grpcurl, pinned, into the repo-local .bin/ (git-ignored).
+tools: $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc
+
+$(BIN)/buf:
+	GOBIN=$(BIN) $(GO) install github.com/bufbuild/buf/cmd/buf@$(BUF_VERSION)
+$(BIN)/protoc-gen-go:
+	GOBIN=$(BIN) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
+$(BIN)/protoc-gen-go-grpc:
+	GOBIN=$(BIN) $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GRPC_VERSION)
+$(BIN)/grpcurl:
+	GOBIN=$(BIN) $(GO) install github.com/fullstorydev/grpcurl/cmd/grpcurl@$(GRPCURL_VERSION)
+
+# Rebuild gen/ from proto/ (offline: local plugins, no BSR).
+generate: tools
+	rm -rf gen
+	$(BIN)/buf generate
+
+# Fails when gen/ does not match proto/.
+check-generated: generate
+	git diff --exit-code -- gen
+	@test -z "$$(git status --porcelain -- gen)" || (git status --porcelain -- gen; echo "gen/ is stale: run make generate" >&2; exit 1)
+
+lint-proto: $(BIN)/buf
+	$(BIN)/buf lint
+
+build:
+	$(GO) build -o bin/flexway ./cmd/flexway
+	$(GO) build -o bin/flexway-sample ./cmd/flexway-sample
+
+# The gateway on examples/flexway.yaml (embedded ledger) in front of the
+# local sample model, offline. Ctrl-C stops both.
+run: build
+	@mkdir -p flexway-data
+	@bin/flexway-sample --listen 127.0.0.1:8000 & sample=$$!; \
+	trap 'kill $$sample 2>/dev/null' EXIT INT TERM; \
+	FLEXWAY_ADMIN_KEY=$${FLEXWAY_ADMIN_KEY:-dev-admin-key} FLEXWAY_AUDIT_KEY=$${FLEXWAY_AUDIT_KEY:-dev-audit-key} \
+	FLEXWAY_DEMO_KEY=$${FLEXWAY_DEMO_KEY:-sk-flexway-demo} \
+	bin/flexway serve --config examples/flexway.yaml
+
+test: $(BIN)/grpcurl
+	$(GO) vet ./...
+	$(GO) test -race -count=1 ./...
+
+bench: build
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+	$(GO) run ./cmd/flexway-load
+
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzParseChatCompletionRequest -fuzztime 60s ./server/openaiwire/
+
+clean:
+	rm -rf bin flexway-data

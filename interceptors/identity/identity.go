@@ -1,0 +1,151 @@
+package identity
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/flexway/flexway/server/call"
+	"github.com/flexway/flexway/server/faults"
+)
+
+// Key is what an API key stands for.
+type Key struct {
+	// Name is the key's name in the configuration (audited hashed).
+	Name string
+	// Tenant and Agent are the caller's identity; empty for a relay.
+	Tenant, Agent string
+	// Relay, when set, marks the key of a trusted relay: the identity comes
+	// from the named metadata keys instead.
+	Relay *RelayHeaders
+}
+
+// RelayHeaders names the headers (gRPC metadata keys, compared
+// case-insensitively) under which a relay passes a caller's identity.
+type RelayHeaders struct {
+	Tenant, Agent, Sensitive string
+}
+
+// Keyring resolves API keys. Only the SHA-256 of a key is ever looked up.
+type Keyring interface {
+	// Lookup returns the key whose SHA-256 is sum.
+	Lookup(sum [sha256.Size]byte) (Key, bool)
+}
+
+// OperationNamer names a gRPC method for audit lines and metrics.
+type OperationNamer func(fullMethod string) string
+
+// RequestIDKey is the metadata key of the caller's request id.
+const RequestIDKey = "x-request-id"
+
+// UnaryServerInterceptor authenticates unary calls; see the package doc.
+func UnaryServerInterceptor(keys Keyring, opts ...Option) grpc.UnaryServerInterceptor {
+	o := evaluate(opts)
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		st, err := authenticate(ctx, keys, info.FullMethod, o)
+		if err != nil {
+			return nil, err
+		}
+		return handler(call.NewContext(ctx, st), req)
+	}
+}
+
+// StreamServerInterceptor authenticates streaming calls; see the package
+// doc. The handler sees a stream whose context carries the call's state.
+func StreamServerInterceptor(keys Keyring, opts ...Option) grpc.StreamServerInterceptor {
+	o := evaluate(opts)
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		st, err := authenticate(ss.Context(), keys, info.FullMethod, o)
+		if err != nil {
+			return err
+		}
+		return handler(srv, &wrappedStream{ServerStream: ss, ctx: call.NewContext(ss.Context(), st)})
+	}
+}
+
+// wrappedStream swaps the context of a server stream.
+type wrappedStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (w *wrappedStream) Context() context.Context { return w.ctx }
+
+func authenticate(ctx context.Context, keys Keyring, method string, o *options) (*call.State, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	st := &call.State{
+		RequestID: requestID(md),
+		Operation: o.namer(method),
+		Start:     time.Now(),
+	}
+	token, ok := bearer(md)
+	if !ok {
+		return nil, faults.New(faults.InvalidAPIKey, "missing API key: send Authorization: Bearer <key>")
+	}
+	key, ok := keys.Lookup(sha256.Sum256([]byte(token)))
+	if !ok {
+		return nil, faults.New(faults.InvalidAPIKey, "invalid API key")
+	}
+	st.KeyName = key.Name
+	if key.Relay == nil {
+		st.Tenant, st.Agent = key.Tenant, key.Agent
+		return st, nil
+	}
+	st.Relay = key.Name
+	st.Tenant = first(md, key.Relay.Tenant)
+	if st.Tenant == "" {
+		return nil, faults.New(faults.InvalidAPIKey, "relay %q passed no tenant", key.Name)
+	}
+	st.Agent = first(md, key.Relay.Agent)
+	if s := first(md, key.Relay.Sensitive); s == "true" || s == "1" {
+		st.Sensitive = true
+	}
+	return st, nil
+}
+
+// bearer returns the token of "authorization: Bearer <token>".
+func bearer(md metadata.MD) (string, bool) {
+	v := first(md, "authorization")
+	scheme, token, ok := strings.Cut(v, " ")
+	if !ok || !strings.EqualFold(scheme, "bearer") {
+		return "", false
+	}
+	token = strings.TrimSpace(token)
+	return token, token != ""
+}
+
+func first(md metadata.MD, key string) string {
+	if key == "" {
+		return ""
+	}
+	if v := md.Get(key); len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+// requestID returns the caller's x-request-id when it is short and
+// printable, else a new random id.
+func requestID(md metadata.MD) string {
+	if v := first(md, RequestIDKey); v != "" && len(v) <= 128 && printable(v) {
+		return v
+	}
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return "req_" + hex.EncodeToString(b[:])
+}
+
+func printable(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x21 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,51 @@
+// Package backends declares what the inference core asks of a backend, the
+// upstream that serves a call. Each kind lives in its own package below
+// (server/backends/openai, ...); the core only sees [Backend].
+package backends
+
+import (
+	"context"
+
+	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
+)
+
+// Backend serves chat completions and embeddings. Implementations are safe
+// for concurrent use. Errors are *faults.Error: faults.UpstreamStatus for an
+// upstream 4xx (status and body kept), faults.UpstreamError for a
+// connection error, a 5xx or an unreadable answer, faults.UpstreamTimeout
+// for a timeout, and faults.Canceled when ctx was canceled.
+type Backend interface {
+	// Name is the backend's key in ai.backends.
+	Name() string
+	// CreateChatCompletion sends req (stream off) and returns the completion.
+	CreateChatCompletion(ctx context.Context, req *flexwayv1.CreateChatCompletionRequest) (*flexwayv1.ChatCompletion, Served, error)
+	// StreamChatCompletion sends req with stream on and
+	// stream_options.include_usage on, and returns once the upstream's
+	// response headers arrived with a 2xx status. The caller must Close the
+	// stream.
+	StreamChatCompletion(ctx context.Context, req *flexwayv1.CreateChatCompletionRequest) (ChunkStream, Served, error)
+	// CreateEmbedding sends req and returns the embeddings.
+	CreateEmbedding(ctx context.Context, req *flexwayv1.CreateEmbeddingRequest) (*flexwayv1.CreateEmbeddingResponse, Served, error)
+}
+
+// Served says who served a call and with which model.
+type Served struct {
+	// Backend is the backend's name.
+	Backend string
+	// ModelSent is the model sent upstream: the requested one if the
+	// backend lists it, else its default_model.
+	ModelSent string
+}
+
+// ChunkStream is a streamed chat completion. It is not safe for concurrent
+// use.
+type ChunkStream interface {
+	// Recv returns the next chunk as soon as its SSE event is read. It
+	// returns io.EOF after the upstream's `data: [DONE]`, and an error
+	// (never io.EOF) when the stream ends any other way: a stream cut short
+	// never looks complete.
+	Recv() (*flexwayv1.ChatCompletionChunk, error)
+	// Close releases the connection; it cancels the upstream request if the
+	// stream was not read to its end.
+	Close() error
+}

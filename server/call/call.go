@@ -1,0 +1,105 @@
+// Package call holds the per-call state of one inference call: who calls
+// (identity), how it must be handled (sensitivity, capability), and what
+// happened (served backend, model, usage). The interceptors fill it, the
+// services read and complete it, and the audit line is written from it.
+package call
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Capability is what a call needs from a backend.
+type Capability string
+
+// The capabilities of ai.backends.*.capabilities.
+const (
+	Chat       Capability = "chat"
+	Vision     Capability = "vision"
+	Embeddings Capability = "embeddings"
+)
+
+// State is the per-call state. The identity interceptor creates it; fields
+// above the mutex are written before the service runs and are read-only
+// after; fields below are written by the service through the setters and
+// may be read concurrently (the stream relay and the audit writer).
+type State struct {
+	// RequestID identifies the call in logs and audit lines.
+	RequestID string
+	// Operation is the method option's name ("ai.chatCompletions") or the
+	// full gRPC method.
+	Operation string
+	// Start is when the call entered the gateway.
+	Start time.Time
+	// Tenant and Agent are the caller's identity; Agent may be empty.
+	Tenant, Agent string
+	// KeyName is the api key's name (never the key).
+	KeyName string
+	// Relay is the name of the trusted relay that passed the identity, if
+	// any.
+	Relay string
+	// Sensitive is set when the call must stay on internal backends; it
+	// only ever goes from false to true.
+	Sensitive bool
+
+	mu       sync.Mutex
+	outcome  Outcome
+	fallback bool
+}
+
+// Outcome is what the service recorded of the call.
+type Outcome struct {
+	// Backend is the name of the backend that served (or last failed).
+	Backend string
+	// ModelRequested is the model the caller asked for.
+	ModelRequested string
+	// ModelServed is the model the upstream reported, else the one sent.
+	ModelServed string
+	// InputTokens and OutputTokens are the usage in tokens.
+	InputTokens, OutputTokens int64
+	// UsageEstimated is set when usage was estimated, not reported.
+	UsageEstimated bool
+}
+
+// SetOutcome records the outcome; later calls replace it.
+func (s *State) SetOutcome(o Outcome) {
+	s.mu.Lock()
+	s.outcome = o
+	s.mu.Unlock()
+}
+
+// Outcome returns the recorded outcome.
+func (s *State) Outcome() Outcome {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.outcome
+}
+
+// SetFallback records that a fallback backend served the call.
+func (s *State) SetFallback() {
+	s.mu.Lock()
+	s.fallback = true
+	s.mu.Unlock()
+}
+
+// Fallback reports whether a fallback backend served the call.
+func (s *State) Fallback() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.fallback
+}
+
+type stateKey struct{}
+
+// NewContext returns ctx carrying s.
+func NewContext(ctx context.Context, s *State) context.Context {
+	return context.WithValue(ctx, stateKey{}, s)
+}
+
+// FromContext returns the call's state, or nil when ctx carries none (a
+// call that did not pass the identity interceptor).
+func FromContext(ctx context.Context) *State {
+	s, _ := ctx.Value(stateKey{}).(*State)
+	return s
+}
