@@ -49,6 +49,9 @@ func UnaryServerInterceptor(keys Keyring, opts ...Option) grpc.UnaryServerInterc
 	o := evaluate(opts)
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		st, err := authenticate(ctx, keys, info.FullMethod, o)
+		if st != nil {
+			_ = grpc.SetHeader(ctx, metadata.Pairs(RequestIDKey, st.RequestID))
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -62,6 +65,9 @@ func StreamServerInterceptor(keys Keyring, opts ...Option) grpc.StreamServerInte
 	o := evaluate(opts)
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		st, err := authenticate(ss.Context(), keys, info.FullMethod, o)
+		if st != nil {
+			_ = ss.SetHeader(metadata.Pairs(RequestIDKey, st.RequestID))
+		}
 		if err != nil {
 			return err
 		}
@@ -77,6 +83,8 @@ type wrappedStream struct {
 
 func (w *wrappedStream) Context() context.Context { return w.ctx }
 
+// authenticate returns the call state (also on error, for its request id)
+// and an error when the caller is not authenticated.
 func authenticate(ctx context.Context, keys Keyring, method string, o *options) (*call.State, error) {
 	md, _ := metadata.FromIncomingContext(ctx)
 	st := &call.State{
@@ -86,11 +94,11 @@ func authenticate(ctx context.Context, keys Keyring, method string, o *options) 
 	}
 	token, ok := bearer(md)
 	if !ok {
-		return nil, faults.New(faults.InvalidAPIKey, "missing API key: send Authorization: Bearer <key>")
+		return st, faults.New(faults.InvalidAPIKey, "missing API key: send Authorization: Bearer <key>")
 	}
 	key, ok := keys.Lookup(sha256.Sum256([]byte(token)))
 	if !ok {
-		return nil, faults.New(faults.InvalidAPIKey, "invalid API key")
+		return st, faults.New(faults.InvalidAPIKey, "invalid API key")
 	}
 	st.KeyName = key.Name
 	if key.Relay == nil {
@@ -100,7 +108,7 @@ func authenticate(ctx context.Context, keys Keyring, method string, o *options) 
 	st.Relay = key.Name
 	st.Tenant = first(md, key.Relay.Tenant)
 	if st.Tenant == "" {
-		return nil, faults.New(faults.InvalidAPIKey, "relay %q passed no tenant", key.Name)
+		return st, faults.New(faults.InvalidAPIKey, "relay %q passed no tenant", key.Name)
 	}
 	st.Agent = first(md, key.Relay.Agent)
 	if s := first(md, key.Relay.Sensitive); s == "true" || s == "1" {

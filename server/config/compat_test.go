@@ -1,0 +1,230 @@
+package config_test
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/flexway/flexway/server/config"
+)
+
+// compatDir holds configuration files that must load unchanged in every
+// later release: never edit them to make a change pass. A change that breaks
+// one of them breaks users' files; add keys, never rename or re-mean one.
+const compatDir = "../../testdata/config/compat"
+
+// check is one asserted value of a loaded file.
+type check struct {
+	name      string
+	got, want any
+}
+
+func runChecks(t *testing.T, checks []check) {
+	t.Helper()
+	for _, c := range checks {
+		if !reflect.DeepEqual(c.got, c.want) {
+			t.Errorf("%s = %#v, want %#v", c.name, c.got, c.want)
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func mustHex(t *testing.T, s string) [32]byte {
+	t.Helper()
+	b, err := hex.DecodeString(s)
+	if err != nil || len(b) != 32 {
+		t.Fatalf("bad test hash %q", s)
+	}
+	return [32]byte(b)
+}
+
+func resolve(t *testing.T, s config.Secret) string {
+	t.Helper()
+	v, err := s.Resolve()
+	if err != nil {
+		t.Fatalf("Resolve(%v): %v", s, err)
+	}
+	return v
+}
+
+// TestCompatFilesLoad loads the compatibility files unchanged. These files
+// must load unchanged in every later release, with the meaning asserted
+// here: if this test fails, the change broke the configuration contract.
+func TestCompatFilesLoad(t *testing.T) {
+	t.Run("reference", func(t *testing.T) {
+		env := map[string]string{
+			"FLEXWAY_ADMIN_KEY": "admin-secret",
+			"GLOBEX_KEY":        "globex-secret",
+			"MAIN_TOKEN":        "main-token",
+			"CHEAP_KEY":         "cheap-key",
+			"PEER_KEY":          "peer-key",
+			"FLEXWAY_AUDIT_KEY": "audit-key",
+		}
+		for k, v := range env {
+			t.Setenv(k, v)
+		}
+		cfg, warnings, err := config.Load(filepath.Join(compatDir, "reference.yaml"))
+		if err != nil {
+			t.Fatalf("Load: %v", err)
+		}
+		// Every backend of the reference is fine, and peer, the only relay,
+		// is metered upstream: nothing to warn about.
+		if len(warnings) != 0 {
+			t.Errorf("warnings: %v", warnings)
+		}
+		dir, err := filepath.Abs(compatDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ai := cfg.AI
+		main, cheap, onprem, embedder, peer, ocr := ai.Backends["main"], ai.Backends["cheap"],
+			ai.Backends["onprem"], ai.Backends["embedder"], ai.Backends["peer"], ai.Backends["ocr"]
+		acme := ai.Tenants["acme"]
+		defaultEUR, _ := ai.Budget.Default.NanoEURPerMonth()
+		acmeEUR, _ := acme.Budget.NanoEURPerMonth()
+		botEUR, _ := acme.Agents["support-bot"].Budget.NanoEURPerMonth()
+		runChecks(t, []check{
+			{"version", cfg.Version, 1},
+			{"server.http", cfg.Server.HTTP, "127.0.0.1:8080"},
+			{"server.grpc", cfg.Server.GRPC, "127.0.0.1:9090"},
+			{"server.tls enabled", cfg.Server.TLS.Enabled(), false},
+			{"server.admin_key ref", cfg.Server.AdminKey.Ref(), "env:FLEXWAY_ADMIN_KEY"},
+			{"server.admin_key value", resolve(t, cfg.Server.AdminKey), "admin-secret"},
+			{"api key count", len(cfg.Identity.APIKeys), 2},
+			{"api_keys[0].name", cfg.Identity.APIKeys[0].Name, "acme-support"},
+			{"api_keys[0].hash", cfg.Identity.APIKeys[0].Hash(), mustHex(t, "5e884898da28047151d0e56f8dc6292773603d0d6aabbdd62a11ef721d1542d8")},
+			{"api_keys[0].tenant", cfg.Identity.APIKeys[0].Tenant, "acme"},
+			{"api_keys[0].agent", cfg.Identity.APIKeys[0].Agent, "support-bot"},
+			{"api_keys[1].hash", cfg.Identity.APIKeys[1].Hash(), sha256.Sum256([]byte("globex-secret"))},
+			{"api_keys[1].tenant", cfg.Identity.APIKeys[1].Tenant, "globex"},
+			{"api_keys[1].agent", cfg.Identity.APIKeys[1].Agent, ""},
+			{"relays[0].name", cfg.Identity.Relays[0].Name, "edge-eu"},
+			{"relays[0].hash", cfg.Identity.Relays[0].Hash(), sha256.Sum256([]byte("foo"))},
+			{"relays[0].identity_headers", cfg.Identity.Relays[0].IdentityHeaders,
+				config.IdentityHeaders{Tenant: "Flexway-Tenant", Agent: "Flexway-Agent", Sensitive: "Flexway-Sensitive"}},
+
+			{"ai.backend", ai.Backend, "main"},
+			{"ai.sensitive_header", ai.SensitiveHeader, "Flexway-Sensitive"},
+			{"ai.sensitive_backend", ai.SensitiveBackend, "onprem"},
+			{"ai.capabilities", ai.Capabilities, map[config.Capability]string{"vision": "main", "embeddings": "embedder"}},
+			{"budget.soft", ai.Budget.Soft, 0.8},
+			{"budget.soft_backend", ai.Budget.SoftBackend, "cheap"},
+			{"budget.reserve_output_tokens", ai.Budget.ReserveOutputTokens, int64(1024)},
+			{"budget.timezone", ai.Budget.Timezone, "UTC"},
+			{"budget.store", ai.Budget.Store, config.Store{Type: config.StoreEmbedded, Path: filepath.Join(dir, "flexway-data", "ledger.db")}},
+			{"budget.default.tokens_per_day", ai.Budget.Default.TokensPerDay, ptr(int64(2_000_000))},
+			{"budget.default.tokens_per_month", ai.Budget.Default.TokensPerMonth, ptr(int64(40_000_000))},
+			{"budget.default eur nano", defaultEUR, int64(200_000_000_000)},
+			{"tenants", len(ai.Tenants), 2},
+			{"acme.backend", acme.Backend, "main"},
+			{"acme.tokens_per_day", acme.Budget.TokensPerDay, ptr(int64(500_000))},
+			{"acme.tokens_per_month (absent: no cap)", acme.Budget.TokensPerMonth, (*int64)(nil)},
+			{"acme eur nano", acmeEUR, int64(50_000_000_000)},
+			{"support-bot.backend", acme.Agents["support-bot"].Backend, "cheap"},
+			{"support-bot eur nano", botEUR, int64(5_000_000_000)},
+			{"globex.sensitive", ai.Tenants["globex"].Sensitive, true},
+			{"acme.sensitive", acme.Sensitive, false},
+
+			{"vision.max_image_bytes", ai.Vision.MaxImageBytes, config.ByteSize(8 * 1024 * 1024)},
+			{"vision.max_body_bytes", ai.Vision.MaxBodyBytes, config.ByteSize(24 * 1024 * 1024)},
+			{"vision.allow_data_uris", ai.Vision.DataURIsAllowed(), true},
+			{"vision.allowed_origins", ai.Vision.AllowedOrigins, []string{"https://images.example.com"}},
+			{"vision.reserve_tokens_per_image", ai.Vision.ReserveTokensPerImage, int64(2048)},
+
+			{"backends", len(ai.Backends), 6},
+			{"main.kind", main.Kind, config.KindOpenAI},
+			{"main.url", main.URL, "https://llm.example.com/v1"},
+			{"main.auth.type", main.Auth.Type, config.AuthBearer},
+			{"main.auth.secret", resolve(t, main.Auth.Secret), "main-token"},
+			{"main.models", main.Models, []string{"large-1", "small-1"}},
+			{"main.default_model", main.DefaultModel, "small-1"},
+			{"main.price.input nano", main.Price.InputNanoEURPerMTok(), int64(2_500_000_000)},
+			{"main.price.output nano", main.Price.OutputNanoEURPerMTok(), int64(10_000_000_000)},
+			{"main.capabilities", main.Capabilities, []config.Capability{config.CapabilityChat, config.CapabilityVision}},
+			{"main.external", main.IsExternal(), true},
+			{"main.fallback", main.Fallback, []string{"cheap", "onprem"}},
+			{"main.timeout", main.Timeout.Std(), 60 * time.Second},
+			{"main.idle_timeout", main.IdleTimeout.Std(), 30 * time.Second},
+			{"main.circuit_breaker", main.CircuitBreaker, config.CircuitBreaker{Failures: 5, OpenFor: config.Duration(30 * time.Second)}},
+			{"main.metering", main.Metering, config.MeteringLocal},
+			{"cheap.kind (defaulted)", cheap.Kind, config.KindOpenAI},
+			{"cheap.auth", []any{cheap.Auth.Type, cheap.Auth.Name, resolve(t, cheap.Auth.Secret)}, []any{config.AuthHeader, "api-key", "cheap-key"}},
+			{"cheap.capabilities (defaulted)", cheap.Capabilities, []config.Capability{config.CapabilityChat}},
+			{"cheap.price.input nano", cheap.Price.InputNanoEURPerMTok(), int64(150_000_000)},
+			{"cheap.price.output nano", cheap.Price.OutputNanoEURPerMTok(), int64(600_000_000)},
+			{"cheap.external (defaulted)", cheap.IsExternal(), true},
+			{"cheap.timeout (defaulted)", cheap.Timeout.Std(), 60 * time.Second},
+			{"onprem.auth", onprem.Auth, config.Auth{Type: config.AuthTokenFile, Path: "/var/run/secrets/tokens/onprem"}},
+			{"onprem.external", onprem.IsExternal(), false},
+			{"onprem.price", []int64{onprem.Price.InputNanoEURPerMTok(), onprem.Price.OutputNanoEURPerMTok()}, []int64{0, 0}},
+			{"onprem.capabilities", onprem.Capabilities, []config.Capability{config.CapabilityChat, config.CapabilityEmbeddings}},
+			{"embedder.capabilities", embedder.Capabilities, []config.Capability{config.CapabilityEmbeddings}},
+			{"embedder.price.input nano", embedder.Price.InputNanoEURPerMTok(), int64(20_000_000)},
+			{"peer.kind", peer.Kind, config.KindRelay},
+			{"peer.metering", peer.Metering, config.MeteringUpstream},
+			{"peer.external", peer.IsExternal(), false},
+			{"peer.tls", peer.TLS, config.BackendTLS{
+				CAFile:   filepath.Join(dir, "certs", "ca.pem"),
+				CertFile: filepath.Join(dir, "certs", "client.pem"),
+				KeyFile:  filepath.Join(dir, "certs", "client-key.pem"),
+			}},
+			{"peer.identity_headers", peer.IdentityHeaders,
+				config.IdentityHeaders{Tenant: "Flexway-Tenant", Agent: "Flexway-Agent", Sensitive: "Flexway-Sensitive"}},
+			{"peer.auth.secret", resolve(t, peer.Auth.Secret), "peer-key"},
+			{"ocr.kind", ocr.Kind, config.KindGRPC},
+			{"ocr.url", ocr.URL, "dns:///ocr.internal:9000"},
+			{"ocr.capabilities (none for grpc)", ocr.Capabilities, []config.Capability(nil)},
+			{"grpc.descriptor_sets", ai.GRPC.DescriptorSets, []string{filepath.Join(dir, "protos", "ocr.binpb")}},
+			{"grpc.services", ai.GRPC.Services, map[string]string{"acme.ocr.v1.OcrService": "ocr"}},
+
+			{"audit.path", cfg.Audit.Path, filepath.Join(dir, "flexway-data", "audit.jsonl")},
+			{"audit.hash_key", resolve(t, cfg.Audit.HashKey), "audit-key"},
+			{"telemetry.prometheus", cfg.Telemetry.PrometheusEnabled(), true},
+			{"telemetry.otlp_endpoint", cfg.Telemetry.OTLPEndpoint, ""},
+		})
+	})
+
+	t.Run("minimal", func(t *testing.T) {
+		cfg, warnings, err := config.Load(filepath.Join(compatDir, "minimal.yaml"))
+		if err != nil {
+			t.Fatalf("Load: %v", err)
+		}
+		if len(warnings) != 0 {
+			t.Errorf("warnings: %v", warnings)
+		}
+		local, ok := cfg.AI.Backends["local"]
+		if !ok {
+			t.Fatalf("no backend local: %v", cfg.AI.Backends)
+		}
+		dir, err := filepath.Abs(compatDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runChecks(t, []check{
+			{"version", cfg.Version, 1},
+			{"server.grpc (defaulted)", cfg.Server.GRPC, "127.0.0.1:9090"},
+			{"api_keys[0].hash", cfg.Identity.APIKeys[0].Hash(), sha256.Sum256([]byte("flexway-dev-key"))},
+			{"ai.backend (the only backend)", cfg.AI.Backend, "local"},
+			{"local.kind (defaulted)", local.Kind, config.KindOpenAI},
+			{"local.auth.type", local.Auth.Type, config.AuthNone},
+			{"local.capabilities (defaulted)", local.Capabilities, []config.Capability{config.CapabilityChat}},
+			{"local.external (defaulted)", local.IsExternal(), true},
+			{"local.metering (defaulted)", local.Metering, config.MeteringLocal},
+			{"local.circuit_breaker (defaulted)", local.CircuitBreaker, config.CircuitBreaker{Failures: 5, OpenFor: config.Duration(30 * time.Second)}},
+			{"budget.soft (defaulted)", cfg.AI.Budget.Soft, 0.8},
+			{"budget.store (defaulted)", cfg.AI.Budget.Store, config.Store{Type: config.StoreEmbedded, Path: filepath.Join(dir, "flexway-data", "ledger.db")}},
+			{"vision.max_image_bytes (defaulted)", cfg.AI.Vision.MaxImageBytes, 8 * config.MiB},
+			{"vision.max_body_bytes (defaulted)", cfg.AI.Vision.MaxBodyBytes, 24 * config.MiB},
+			{"vision.allow_data_uris (defaulted)", cfg.AI.Vision.DataURIsAllowed(), true},
+			{"audit.path (defaulted)", cfg.Audit.Path, filepath.Join(dir, "flexway-data", "audit.jsonl")},
+			{"audit.hash_key (absent)", cfg.Audit.HashKey.IsZero(), true},
+			{"telemetry.prometheus (defaulted)", cfg.Telemetry.PrometheusEnabled(), true},
+		})
+	})
+}
+
+func sha256Of(s string) [32]byte { return sha256.Sum256([]byte(s)) }

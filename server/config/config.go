@@ -1,0 +1,412 @@
+package config
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"time"
+)
+
+// Config is a whole flexway.yaml. Build it with [Load]; a Config built in
+// code needs [Config.ApplyDefaults] and then [Config.Validate].
+type Config struct {
+	// Version is the configuration format; optional, absent means 1, and 1
+	// is the only version this release reads.
+	Version int `yaml:"version"`
+	// Server holds the listeners.
+	Server Server `yaml:"server"`
+	// Identity says who may call.
+	Identity Identity `yaml:"identity"`
+	// AI holds routing, budgets and backends.
+	AI AI `yaml:"ai"`
+	// Audit is the audit log.
+	Audit Audit `yaml:"audit"`
+	// Telemetry is metrics and traces export.
+	Telemetry Telemetry `yaml:"telemetry"`
+}
+
+// Server holds the listeners (server.*).
+type Server struct {
+	// HTTP is the host:port of the OpenAI-compatible /v1/*, admin REST,
+	// /metrics, /healthz, /readyz and /console. Default 127.0.0.1:8080.
+	HTTP string `yaml:"http"`
+	// GRPC is the host:port of the flexway.v1 services and the proxied
+	// specialised-model services. Default 127.0.0.1:9090.
+	GRPC string `yaml:"grpc"`
+	// TLS, when CertFile is set, serves both listeners over TLS.
+	TLS ServerTLS `yaml:"tls"`
+	// AdminKey is the bearer of the /flexway/v1/* admin routes and the
+	// console; optional (no key, no admin access). Resolved at load.
+	AdminKey Secret `yaml:"admin_key"`
+}
+
+// ServerTLS is the listeners' TLS (server.tls). Paths are absolute after
+// [Load]; the files are read by the server, not at load.
+type ServerTLS struct {
+	// CertFile is the PEM certificate chain; with KeyFile, enables TLS.
+	CertFile string `yaml:"cert_file"`
+	// KeyFile is the PEM private key of CertFile.
+	KeyFile string `yaml:"key_file"`
+	// ClientCAFile, optional, is a PEM bundle: clients must then present a
+	// certificate it signed (mutual TLS).
+	ClientCAFile string `yaml:"client_ca_file"`
+}
+
+// Enabled reports whether the listeners serve TLS.
+func (t ServerTLS) Enabled() bool { return t.CertFile != "" }
+
+// Identity says who may call (identity.*).
+type Identity struct {
+	// APIKeys are the callers' keys; each maps to a tenant and an agent.
+	APIKeys []APIKey `yaml:"api_keys"`
+	// Relays are other Flexways allowed to pass a caller's identity in
+	// headers; identity headers from anyone else are ignored.
+	Relays []Relay `yaml:"relays"`
+}
+
+// APIKey is one caller key (identity.api_keys[i]): exactly one of KeySHA256
+// and Key is set.
+type APIKey struct {
+	// Name identifies the key in logs and audit (hashed there); unique.
+	Name string `yaml:"name"`
+	// KeySHA256 is the hex SHA-256 (64 characters) of the key.
+	KeySHA256 string `yaml:"key_sha256"`
+	// Key is a reference to the key itself, hashed at load; only the hash
+	// is kept.
+	Key Secret `yaml:"key"`
+	// Tenant is the tenant the key's calls are billed to; required.
+	Tenant string `yaml:"tenant"`
+	// Agent, optional, is the agent within the tenant.
+	Agent string `yaml:"agent"`
+
+	hash [32]byte // SHA-256 of Key, set at load
+}
+
+// Hash returns the SHA-256 of the key: KeySHA256 decoded, or the hash of
+// Key's value computed by [Load]. It is the zero array when neither is
+// available (an invalid KeySHA256, or a Key never resolved).
+func (k APIKey) Hash() [32]byte { return keyHash(k.KeySHA256, k.hash) }
+
+// Relay is another Flexway trusted to pass a caller's identity
+// (identity.relays[i]); exactly one of KeySHA256 and Key is set.
+type Relay struct {
+	// Name identifies the relay in logs and audit; unique.
+	Name string `yaml:"name"`
+	// KeySHA256 is the hex SHA-256 (64 characters) of the relay's key.
+	KeySHA256 string `yaml:"key_sha256"`
+	// Key is a reference to the relay's key, hashed at load.
+	Key Secret `yaml:"key"`
+	// IdentityHeaders names the headers carrying the caller's identity;
+	// Tenant is required.
+	IdentityHeaders IdentityHeaders `yaml:"identity_headers"`
+
+	hash [32]byte // SHA-256 of Key, set at load
+}
+
+// Hash returns the SHA-256 of the relay's key, as [APIKey.Hash] does.
+func (r Relay) Hash() [32]byte { return keyHash(r.KeySHA256, r.hash) }
+
+func keyHash(hexSum string, loaded [32]byte) [32]byte {
+	var sum [32]byte
+	if hexSum == "" {
+		return loaded
+	}
+	if b, err := hex.DecodeString(hexSum); err == nil && len(b) == len(sum) {
+		copy(sum[:], b)
+	}
+	return sum
+}
+
+// hashKey is the SHA-256 of a key's value, as [APIKey.Hash] returns it.
+func hashKey(value string) [32]byte { return sha256.Sum256([]byte(value)) }
+
+// IdentityHeaders names the HTTP headers that carry a caller's identity
+// between Flexways: read from a trusted relay ([Relay]), sent to a
+// kind: relay backend ([Backend]). An empty name means "not passed".
+type IdentityHeaders struct {
+	// Tenant is the header of the tenant, e.g. Flexway-Tenant.
+	Tenant string `yaml:"tenant"`
+	// Agent is the header of the agent, e.g. Flexway-Agent.
+	Agent string `yaml:"agent"`
+	// Sensitive is the header of the sensitivity flag, e.g. Flexway-Sensitive.
+	Sensitive string `yaml:"sensitive"`
+}
+
+// IsZero reports whether no header is named.
+func (h IdentityHeaders) IsZero() bool { return h == IdentityHeaders{} }
+
+// AI holds routing, budgets and backends (ai.*). Backend names are the keys
+// of Backends.
+type AI struct {
+	// Backend is the default backend; defaults to the only backend when
+	// exactly one is defined, else required.
+	Backend string `yaml:"backend"`
+	// SensitiveHeader is the request header that flags a call as sensitive
+	// with "true" or "1". Default Flexway-Sensitive.
+	SensitiveHeader string `yaml:"sensitive_header"`
+	// SensitiveBackend, optional, serves every sensitive call; it must be
+	// internal (external: false).
+	SensitiveBackend string `yaml:"sensitive_backend"`
+	// Capabilities overrides, per capability, the backend that serves what
+	// the chosen backend cannot; each backend named must list it.
+	Capabilities map[Capability]string `yaml:"capabilities"`
+	// Budget holds the caps and the ledger.
+	Budget Budget `yaml:"budget"`
+	// Tenants holds per-tenant and per-agent overrides, by tenant name.
+	Tenants map[string]Tenant `yaml:"tenants"`
+	// Vision bounds request bodies and images.
+	Vision Vision `yaml:"vision"`
+	// Backends are the upstreams, by name; at least one.
+	Backends map[string]Backend `yaml:"backends"`
+	// GRPC routes specialised-model gRPC services to kind: grpc backends.
+	GRPC GRPC `yaml:"grpc"`
+}
+
+// Budget holds the caps and the ledger (ai.budget.*).
+type Budget struct {
+	// Soft is the fraction of every cap, in (0, 1], at or past which a call
+	// gets "Flexway-Budget: soft" and goes to SoftBackend. Default 0.8.
+	Soft float64 `yaml:"soft"`
+	// SoftBackend, optional, serves calls past the soft cap (never widening
+	// a sensitive call).
+	SoftBackend string `yaml:"soft_backend"`
+	// ReserveOutputTokens is the output, in tokens, reserved when a request
+	// sets no max_tokens. Default 1024.
+	ReserveOutputTokens int64 `yaml:"reserve_output_tokens"`
+	// Timezone is the IANA zone in which days and months roll over.
+	// Default UTC.
+	Timezone string `yaml:"timezone"`
+	// Store is where the ledger lives.
+	Store Store `yaml:"store"`
+	// Default holds the caps of every tenant that does not override them.
+	Default Caps `yaml:"default"`
+}
+
+// Location loads Timezone ("" is UTC). It fails when the zone is unknown
+// to the system's (or the embedded) time zone database.
+func (b Budget) Location() (*time.Location, error) { return time.LoadLocation(b.Timezone) }
+
+// Store is where the budget ledger lives (ai.budget.store.*).
+type Store struct {
+	// Type is embedded (the default) or redis.
+	Type StoreType `yaml:"type"`
+	// Path is the embedded ledger's file; absolute after [Load]. Default
+	// ./flexway-data/ledger.db beside the configuration file.
+	Path string `yaml:"path"`
+	// URL is the redis server, e.g. redis://127.0.0.1:6379/0.
+	URL string `yaml:"url"`
+}
+
+// Caps are the budget limits of a tenant or an agent; a nil field is no cap.
+// The first cap reached decides.
+type Caps struct {
+	// TokensPerDay caps input plus output tokens per day.
+	TokensPerDay *int64 `yaml:"tokens_per_day"`
+	// TokensPerMonth caps input plus output tokens per calendar month.
+	TokensPerMonth *int64 `yaml:"tokens_per_month"`
+	// EURPerMonth caps the cost, in euros, per calendar month; use
+	// [Caps.NanoEURPerMonth] for arithmetic.
+	EURPerMonth *float64 `yaml:"eur_per_month"`
+}
+
+// NanoEURPerMonth returns the euro cap in nano-euros (10⁻⁹ €), rounded half
+// away from zero at the ninth decimal, and whether there is one. A cap
+// [Config.Validate] refuses (NaN, beyond [MaxEUR]) saturates to
+// math.MaxInt64.
+func (c Caps) NanoEURPerMonth() (nano int64, ok bool) {
+	if c.EURPerMonth == nil {
+		return 0, false
+	}
+	return nanoOrMax(*c.EURPerMonth), true
+}
+
+// IsZero reports whether no cap is set.
+func (c Caps) IsZero() bool {
+	return c.TokensPerDay == nil && c.TokensPerMonth == nil && c.EURPerMonth == nil
+}
+
+// Tenant overrides routing and caps for one tenant (ai.tenants.<name>).
+type Tenant struct {
+	// Backend, optional, replaces ai.backend for the tenant's calls.
+	Backend string `yaml:"backend"`
+	// Sensitive makes every call of the tenant sensitive; the header cannot
+	// unflag it.
+	Sensitive bool `yaml:"sensitive"`
+	// Budget replaces ai.budget.default for the tenant, cap by cap; a nil
+	// cap here inherits the default.
+	Budget Caps `yaml:"budget"`
+	// Agents holds per-agent overrides, by agent name.
+	Agents map[string]Agent `yaml:"agents"`
+}
+
+// Agent overrides routing and caps for one agent of a tenant
+// (ai.tenants.<tenant>.agents.<name>).
+type Agent struct {
+	// Backend, optional, replaces the tenant's backend for the agent's calls.
+	Backend string `yaml:"backend"`
+	// Sensitive makes every call of the agent sensitive.
+	Sensitive bool `yaml:"sensitive"`
+	// Budget holds the agent's own caps, enforced besides the tenant's.
+	Budget Caps `yaml:"budget"`
+}
+
+// Vision bounds request bodies and images (ai.vision.*).
+type Vision struct {
+	// MaxImageBytes bounds one image as measured in the body (never
+	// decoded). Default 8MiB.
+	MaxImageBytes ByteSize `yaml:"max_image_bytes"`
+	// MaxBodyBytes bounds a request body. Default 24MiB.
+	MaxBodyBytes ByteSize `yaml:"max_body_bytes"`
+	// AllowDataURIs allows inline data: images; nil means true. Read it
+	// with [Vision.DataURIsAllowed].
+	AllowDataURIs *bool `yaml:"allow_data_uris"`
+	// AllowedOrigins are the https origins ("https://host[:port]") remote
+	// image URLs may come from; none means no remote image.
+	AllowedOrigins []string `yaml:"allowed_origins"`
+	// ReserveTokensPerImage is reserved, in tokens, per image. Default 2048.
+	ReserveTokensPerImage int64 `yaml:"reserve_tokens_per_image"`
+}
+
+// DataURIsAllowed reports whether inline data: images are accepted
+// (allow_data_uris, default true).
+func (v Vision) DataURIsAllowed() bool { return v.AllowDataURIs == nil || *v.AllowDataURIs }
+
+// Backend is one upstream (ai.backends.<name>).
+type Backend struct {
+	// Kind is openai (the default), relay or grpc.
+	Kind BackendKind `yaml:"kind"`
+	// URL is the base URL (http or https) for openai and relay, e.g.
+	// https://llm.example.com/v1; a gRPC target (dns:///host:port or
+	// host:port) for grpc. Required.
+	URL string `yaml:"url"`
+	// Auth is how the backend authenticates Flexway.
+	Auth Auth `yaml:"auth"`
+	// TLS configures the client side of the connection.
+	TLS BackendTLS `yaml:"tls"`
+	// Models are the model names the backend serves; a requested model in
+	// Models is sent as is, any other becomes DefaultModel.
+	Models []string `yaml:"models"`
+	// DefaultModel is served when the requested model is not in Models.
+	DefaultModel string `yaml:"default_model"`
+	// Price is the backend's price per million tokens.
+	Price Price `yaml:"price"`
+	// Capabilities are what the backend serves; default [chat] for openai
+	// and relay, none for grpc.
+	Capabilities []Capability `yaml:"capabilities"`
+	// External, nil meaning true, says the backend is outside the
+	// organisation: never used for a sensitive call. Read it with
+	// [Backend.IsExternal].
+	External *bool `yaml:"external"`
+	// Fallback names the backends tried in order, each once, when this one
+	// fails (connection error, 5xx, timeout, open circuit).
+	Fallback []string `yaml:"fallback"`
+	// Timeout bounds the wait for response headers. Default 60s.
+	Timeout Duration `yaml:"timeout"`
+	// IdleTimeout bounds the silence between two stream events. Default 30s.
+	IdleTimeout Duration `yaml:"idle_timeout"`
+	// CircuitBreaker opens the backend's circuit after repeated failures.
+	CircuitBreaker CircuitBreaker `yaml:"circuit_breaker"`
+	// Metering is local (the default: this Flexway meters and bills) or
+	// upstream (the peer does; local caps still hold).
+	Metering Metering `yaml:"metering"`
+	// IdentityHeaders, for kind relay only, names the headers under which
+	// the caller's identity is sent; zero sends none.
+	IdentityHeaders IdentityHeaders `yaml:"identity_headers"`
+}
+
+// IsExternal reports whether the backend is outside the organisation
+// (external, default true): a sensitive call never goes there.
+func (b Backend) IsExternal() bool { return b.External == nil || *b.External }
+
+// Can reports whether the backend lists capability c.
+func (b Backend) Can(c Capability) bool {
+	for _, have := range b.Capabilities {
+		if have == c {
+			return true
+		}
+	}
+	return false
+}
+
+// Auth is how a backend authenticates Flexway (ai.backends.<name>.auth).
+type Auth struct {
+	// Type is none (the default), bearer, header or token_file.
+	Type AuthType `yaml:"type"`
+	// Secret is the credential of bearer and header; resolved at load.
+	Secret Secret `yaml:"secret"`
+	// Name is the header name of type header, e.g. api-key.
+	Name string `yaml:"name"`
+	// Path is the token file of type token_file, re-read at every call by
+	// the backend (never at load); absolute after [Load].
+	Path string `yaml:"path"`
+}
+
+// BackendTLS is the client TLS of a backend (ai.backends.<name>.tls). Paths
+// are absolute after [Load]; the files are read by the backend, not at load.
+type BackendTLS struct {
+	// CAFile, optional, is a PEM bundle trusted instead of the system roots.
+	CAFile string `yaml:"ca_file"`
+	// CertFile, with KeyFile, is the client certificate (mutual TLS).
+	CertFile string `yaml:"cert_file"`
+	// KeyFile is the PEM private key of CertFile.
+	KeyFile string `yaml:"key_file"`
+}
+
+// Price is a backend's price in euros per million tokens; use the methods
+// for arithmetic.
+type Price struct {
+	// Input is euros per million input tokens.
+	Input float64 `yaml:"input"`
+	// Output is euros per million output tokens.
+	Output float64 `yaml:"output"`
+}
+
+// InputNanoEURPerMTok returns Input in nano-euros per million input tokens,
+// rounded half away from zero (2.50 € → 2_500_000_000). A price
+// [Config.Validate] refuses saturates to math.MaxInt64.
+func (p Price) InputNanoEURPerMTok() int64 { return nanoOrMax(p.Input) }
+
+// OutputNanoEURPerMTok returns Output in nano-euros per million output
+// tokens, as [Price.InputNanoEURPerMTok] does.
+func (p Price) OutputNanoEURPerMTok() int64 { return nanoOrMax(p.Output) }
+
+// CircuitBreaker opens a backend's circuit after Failures consecutive
+// failures, for OpenFor (ai.backends.<name>.circuit_breaker).
+type CircuitBreaker struct {
+	// Failures is the consecutive failures that open the circuit. Default 5.
+	Failures int `yaml:"failures"`
+	// OpenFor is how long the circuit stays open before a trial call.
+	// Default 30s.
+	OpenFor Duration `yaml:"open_for"`
+}
+
+// GRPC routes specialised-model services (ai.grpc.*).
+type GRPC struct {
+	// DescriptorSets are FileDescriptorSet files (e.g. from `buf build -o`)
+	// of the proxied services; absolute after [Load], read by the server.
+	DescriptorSets []string `yaml:"descriptor_sets"`
+	// Services maps a full service name (acme.ocr.v1.OcrService) to the
+	// kind: grpc backend that serves it.
+	Services map[string]string `yaml:"services"`
+}
+
+// Audit is the audit log (audit.*).
+type Audit struct {
+	// Path is the JSON-lines file, one line per inference call; "-" is
+	// stdout. Default ./flexway-data/audit.jsonl beside the configuration
+	// file; absolute after [Load].
+	Path string `yaml:"path"`
+	// HashKey is the HMAC key of hashed identifiers; resolved at load.
+	HashKey Secret `yaml:"hash_key"`
+}
+
+// Telemetry is metrics and traces export (telemetry.*).
+type Telemetry struct {
+	// Prometheus serves /metrics; nil means true. Read it with
+	// [Telemetry.PrometheusEnabled].
+	Prometheus *bool `yaml:"prometheus"`
+	// OTLPEndpoint, optional, is the host:port of an OTLP/gRPC collector.
+	OTLPEndpoint string `yaml:"otlp_endpoint"`
+}
+
+// PrometheusEnabled reports whether /metrics is served (default true).
+func (t Telemetry) PrometheusEnabled() bool { return t.Prometheus == nil || *t.Prometheus }

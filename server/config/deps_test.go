@@ -1,0 +1,50 @@
+package config_test
+
+import (
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestImportsOnlyStdAndYAML guards the dependency direction: server/config
+// imports none of the packages it configures (routing, budget, backends,
+// audit, telemetry read a *Config, not the reverse), and nothing but the
+// standard library and gopkg.in/yaml.v3.
+func TestImportsOnlyStdAndYAML(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		src, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), name, src, parser.ImportsOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checked++
+		for _, imp := range f.Imports {
+			path, err := strconv.Unquote(imp.Path.Value)
+			if err != nil {
+				t.Fatal(err)
+			}
+			first, _, _ := strings.Cut(path, "/")
+			if path != "gopkg.in/yaml.v3" && strings.Contains(first, ".") {
+				t.Errorf("%s imports %s: server/config may import only the standard library and gopkg.in/yaml.v3, never a package it configures", name, path)
+			}
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no source file checked")
+	}
+}

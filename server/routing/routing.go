@@ -1,0 +1,107 @@
+// Package routing plans which backends serve a call. Planning is a pure
+// function of the configuration ([Table]) and the call's identity,
+// sensitivity and capability: neither latency, nor content, nor the
+// requested model chooses the backend, and no network is involved.
+package routing
+
+import (
+	"slices"
+
+	"github.com/flexway/flexway/server/call"
+	"github.com/flexway/flexway/server/faults"
+)
+
+// Table is the routing part of the configuration, built once at load and
+// read-only after; safe for concurrent use.
+type Table struct {
+	// Default is ai.backend.
+	Default string
+	// Tenants holds ai.tenants.T.backend and the agents' overrides.
+	Tenants map[string]Tenant
+	// Capabilities is ai.capabilities: capability → the backend that
+	// serves it when the chosen backend cannot.
+	Capabilities map[call.Capability]string
+	// SensitiveBackend is ai.sensitive_backend (internal), or empty.
+	SensitiveBackend string
+	// Backends describes every backend by name.
+	Backends map[string]Backend
+}
+
+// Tenant is a tenant's routing override.
+type Tenant struct {
+	// Backend overrides ai.backend for the tenant; empty keeps it.
+	Backend string
+	// Agents maps an agent to its backend override; empty keeps the
+	// tenant's.
+	Agents map[string]string
+}
+
+// Backend is what routing needs to know of a backend.
+type Backend struct {
+	// Capabilities the backend has.
+	Capabilities []call.Capability
+	// External is false only for a backend declared external: false.
+	External bool
+	// Fallback is the ordered fallback list.
+	Fallback []string
+}
+
+// Has reports whether b has capability c.
+func (b Backend) Has(c call.Capability) bool { return slices.Contains(b.Capabilities, c) }
+
+// Plan is the ordered list of backends to try: the chosen one first, then
+// its fallbacks that may serve the call. It is never empty.
+type Plan struct {
+	// Backends, in order; each appears once.
+	Backends []string
+}
+
+// Request is what a plan depends on.
+type Request struct {
+	Tenant, Agent string
+	Capability    call.Capability
+	Sensitive     bool
+}
+
+// Plan returns the call's plan: ai.backend → tenant override → agent
+// override → capability override → sensitivity pin, then the chosen
+// backend's fallbacks filtered to backends with the capability (and, for a
+// sensitive call, internal ones).
+//
+// Errors: faults.CapabilityUnavailable when nothing declared serves the
+// capability; faults.SensitiveNoInternalBackend when a sensitive call has no
+// internal backend able to serve it.
+func (t *Table) Plan(r Request) (Plan, error) {
+	name := t.Default
+	if ten, ok := t.Tenants[r.Tenant]; ok {
+		if ten.Backend != "" {
+			name = ten.Backend
+		}
+		if a := ten.Agents[r.Agent]; r.Agent != "" && a != "" {
+			name = a
+		}
+	}
+	if !t.Backends[name].Has(r.Capability) {
+		alt, ok := t.Capabilities[r.Capability]
+		if !ok || !t.Backends[alt].Has(r.Capability) {
+			return Plan{}, faults.New(faults.CapabilityUnavailable, "no backend serves %s for this caller", r.Capability)
+		}
+		name = alt
+	}
+	if r.Sensitive && t.Backends[name].External {
+		s := t.SensitiveBackend
+		if s == "" || t.Backends[s].External || !t.Backends[s].Has(r.Capability) {
+			return Plan{}, faults.New(faults.SensitiveNoInternalBackend, "sensitive call: no internal backend serves %s", r.Capability)
+		}
+		name = s
+	}
+	p := Plan{Backends: []string{name}}
+	for _, f := range t.Backends[name].Fallback {
+		b, ok := t.Backends[f]
+		if !ok || !b.Has(r.Capability) || (r.Sensitive && b.External) || slices.Contains(p.Backends, f) {
+			continue
+		}
+		p.Backends = append(p.Backends, f)
+	}
+	return p, nil
+}

@@ -1,0 +1,77 @@
+package routing_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/flexway/flexway/server/call"
+	"github.com/flexway/flexway/server/faults"
+	"github.com/flexway/flexway/server/routing"
+)
+
+// table mirrors the reference configuration's backends.
+func table() *routing.Table {
+	chat := []call.Capability{call.Chat}
+	return &routing.Table{
+		Default:          "main",
+		SensitiveBackend: "onprem",
+		Capabilities:     map[call.Capability]string{call.Vision: "main", call.Embeddings: "embedder"},
+		Tenants: map[string]routing.Tenant{
+			"acme": {Backend: "main", Agents: map[string]string{"support-bot": "cheap"}},
+		},
+		Backends: map[string]routing.Backend{
+			"main":     {Capabilities: []call.Capability{call.Chat, call.Vision}, External: true, Fallback: []string{"cheap", "onprem"}},
+			"cheap":    {Capabilities: chat, External: true},
+			"onprem":   {Capabilities: []call.Capability{call.Chat, call.Embeddings}, External: false},
+			"embedder": {Capabilities: []call.Capability{call.Embeddings}, External: false},
+		},
+	}
+}
+
+func TestPlan(t *testing.T) {
+	tests := []struct {
+		name   string
+		req    routing.Request
+		want   []string
+		reason faults.Reason
+	}{
+		{name: "default with fallbacks", req: routing.Request{Tenant: "globex", Capability: call.Chat}, want: []string{"main", "cheap", "onprem"}},
+		{name: "agent override", req: routing.Request{Tenant: "acme", Agent: "support-bot", Capability: call.Chat}, want: []string{"cheap"}},
+		{name: "tenant override, other agent", req: routing.Request{Tenant: "acme", Agent: "other", Capability: call.Chat}, want: []string{"main", "cheap", "onprem"}},
+		{name: "vision keeps vision fallbacks only", req: routing.Request{Tenant: "globex", Capability: call.Vision}, want: []string{"main"}},
+		{name: "capability override", req: routing.Request{Tenant: "acme", Agent: "support-bot", Capability: call.Embeddings}, want: []string{"embedder"}},
+		{name: "sensitive pinned internal", req: routing.Request{Tenant: "globex", Capability: call.Chat, Sensitive: true}, want: []string{"onprem"}},
+		{name: "sensitive fallback filtered", req: routing.Request{Tenant: "x", Capability: call.Embeddings, Sensitive: true}, want: []string{"embedder"}},
+		{name: "sensitive vision has no internal backend", req: routing.Request{Tenant: "globex", Capability: call.Vision, Sensitive: true}, reason: faults.SensitiveNoInternalBackend},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := table().Plan(tt.req)
+			if tt.reason != "" {
+				var fe *faults.Error
+				if !errors.As(err, &fe) || fe.Reason != tt.reason {
+					t.Fatalf("err = %v, want reason %s", err, tt.reason)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(tt.want, p.Backends); d != "" {
+				t.Fatalf("plan (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+func TestPlanCapabilityUnavailable(t *testing.T) {
+	tb := table()
+	delete(tb.Capabilities, call.Embeddings)
+	_, err := tb.Plan(routing.Request{Tenant: "globex", Capability: call.Embeddings})
+	var fe *faults.Error
+	if !errors.As(err, &fe) || fe.Reason != faults.CapabilityUnavailable {
+		t.Fatalf("err = %v, want capability_unavailable", err)
+	}
+}
