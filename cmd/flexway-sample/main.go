@@ -1,0 +1,159 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// shutdownTimeout bounds how long run waits for in-flight requests once its
+// context is cancelled before it cancels them and closes the connections.
+const shutdownTimeout = 5 * time.Second
+
+// errUsage marks errors in the command line; the flag package has already
+// explained them on stderr.
+var errUsage = errors.New("usage error")
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	switch {
+	case errors.Is(err, errUsage):
+		os.Exit(2)
+	case err != nil:
+		fmt.Fprintf(os.Stderr, "flexway-sample: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+// run parses args, listens, prints the listening address to stdout, logs one
+// line per request to stderr and serves until ctx is cancelled. It then shuts
+// the server down gracefully and returns nil; in-flight requests get
+// [shutdownTimeout] to finish before they are cancelled. Command-line errors
+// wrap [errUsage].
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	listen, opts, err := parseFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	opts.logger = slog.New(slog.NewTextHandler(stderr, nil))
+
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", listen, err)
+	}
+	// Request contexts outlive ctx so that shutdown is graceful; they are
+	// cancelled only when the grace period runs out.
+	baseCtx, cancelRequests := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelRequests()
+	srv := &http.Server{
+		Handler:           newHandler(opts),
+		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return baseCtx },
+	}
+	fmt.Fprintf(stdout, "flexway-sample listening on http://%s/v1 (models: %s; a sample, not a real model)\n",
+		ln.Addr(), strings.Join(opts.models, ", "))
+
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+
+	select {
+	case err := <-serveErr:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		cancelRequests()
+		_ = srv.Close()
+	}
+	if err := <-serveErr; !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve: %w", err)
+	}
+	return nil
+}
+
+// parseFlags turns the command line into the listen address and handler
+// options. Usage and parse errors are printed to stderr.
+func parseFlags(args []string, stderr io.Writer) (string, options, error) {
+	fs := flag.NewFlagSet("flexway-sample", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "Usage: flexway-sample [flags]\n\n"+
+			"flexway-sample is a local OpenAI-compatible sample model server, not a real model.\n\nFlags:")
+		fs.PrintDefaults()
+	}
+	def := defaultOptions()
+	listen := fs.String("listen", "127.0.0.1:8000", "address to listen on (port 0 picks a free port)")
+	name := fs.String("name", def.name, "owner reported by GET /v1/models")
+	models := fs.String("models", strings.Join(def.models, ","), "comma-separated model names served")
+	chunkDelay := fs.Duration("chunk-delay", def.chunkDelay, "delay before each streamed content chunk")
+	chunks := fs.Int("chunks", def.chunks, "number of content chunks a streamed answer is split into")
+	bearer := fs.String("require-bearer", "", "when set, require \"Authorization: Bearer TOKEN\" on every request")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return "", options{}, err
+		}
+		return "", options{}, fmt.Errorf("%w: %w", errUsage, err)
+	}
+
+	opts := options{
+		name:          strings.TrimSpace(*name),
+		models:        splitModels(*models),
+		chunkDelay:    *chunkDelay,
+		chunks:        *chunks,
+		requireBearer: *bearer,
+	}
+	var problem string
+	switch {
+	case fs.NArg() > 0:
+		problem = fmt.Sprintf("unexpected arguments: %q", fs.Args())
+	case strings.TrimSpace(*listen) == "":
+		problem = "--listen must not be empty"
+	case opts.name == "":
+		problem = "--name must not be empty"
+	case len(opts.models) == 0:
+		problem = "--models must name at least one model"
+	case opts.chunkDelay < 0:
+		problem = "--chunk-delay must not be negative"
+	case opts.chunks < 1 || opts.chunks > maxChunks:
+		problem = fmt.Sprintf("--chunks must be between 1 and %d", maxChunks)
+	}
+	if problem != "" {
+		fmt.Fprintf(stderr, "flexway-sample: %s\n", problem)
+		fs.Usage()
+		return "", options{}, fmt.Errorf("%w: %s", errUsage, problem)
+	}
+	return *listen, opts, nil
+}
+
+// splitModels splits a comma-separated list, trimming spaces and dropping
+// empty and repeated names.
+func splitModels(s string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, m := range strings.Split(s, ",") {
+		m = strings.TrimSpace(m)
+		if m == "" || seen[m] {
+			continue
+		}
+		seen[m] = true
+		out = append(out, m)
+	}
+	return out
+}

@@ -1,0 +1,230 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/test/bufconn"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+
+	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
+	"github.com/flexway/flexway/interceptors"
+	"github.com/flexway/flexway/interceptors/identity"
+	"github.com/flexway/flexway/server"
+	"github.com/flexway/flexway/server/backends"
+	"github.com/flexway/flexway/server/backends/openai"
+	"github.com/flexway/flexway/server/call"
+	"github.com/flexway/flexway/server/config"
+	"github.com/flexway/flexway/server/routing"
+	"github.com/flexway/flexway/transcoder"
+)
+
+// gateway is a built Flexway: the gRPC server with its chain and services,
+// the in-process channel the HTTP front calls it through, and the HTTP
+// handler. Nothing listens until serve starts it.
+type gateway struct {
+	cfg     *config.Config
+	grpc    *grpc.Server
+	health  *health.Server
+	inproc  *bufconn.Listener
+	conn    *grpc.ClientConn
+	http    http.Handler
+	closeMu sync.Once
+}
+
+// inprocBufferBytes is the in-process channel's buffer.
+const inprocBufferBytes = 1 << 20
+
+// build wires a gateway from a loaded configuration: the same path for
+// serve and validate.
+func build(cfg *config.Config, log *slog.Logger) (*gateway, error) {
+	bs, models, err := buildBackends(cfg)
+	if err != nil {
+		return nil, err
+	}
+	chain, err := interceptors.ServerOptions(interceptors.Config{
+		Keys:           newKeyring(cfg),
+		OperationNamer: operationName,
+		Logger:         log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	maxMsg := int(cfg.AI.Vision.MaxBodyBytes) + 1<<20
+	opts := append(chain, grpc.MaxRecvMsgSize(maxMsg), grpc.MaxSendMsgSize(64<<20))
+	gs := grpc.NewServer(opts...)
+	core := server.New(server.Options{
+		Backends: bs,
+		Models:   models,
+		Routes:   routingTable(cfg),
+		Logger:   log,
+	})
+	core.Register(gs)
+	hs := health.NewServer()
+	healthpb.RegisterHealthServer(gs, hs)
+	reflection.Register(gs)
+
+	lis := bufconn.Listen(inprocBufferBytes)
+	conn, err := grpc.NewClient("passthrough:///flexway-inproc",
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(maxMsg), grpc.MaxCallRecvMsgSize(64<<20)),
+	)
+	if err != nil {
+		return nil, err
+	}
+	gw := &gateway{cfg: cfg, grpc: gs, health: hs, inproc: lis, conn: conn}
+	forward := []string{cfg.AI.SensitiveHeader}
+	for _, r := range cfg.Identity.Relays {
+		h := r.IdentityHeaders
+		forward = append(forward, h.Tenant, h.Agent, h.Sensitive)
+	}
+	gw.http, err = transcoder.New(transcoder.Options{
+		Conn:           conn,
+		MaxBodyBytes:   int64(cfg.AI.Vision.MaxBodyBytes),
+		ForwardHeaders: forward,
+		Logger:         log,
+	})
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return gw, nil
+}
+
+// close releases the in-process channel and stops the gRPC server at once.
+func (g *gateway) close() {
+	g.closeMu.Do(func() {
+		g.conn.Close()
+		g.grpc.Stop()
+	})
+}
+
+// buildBackends builds every kind: openai and kind: relay backend (a relay
+// speaks the same API). kind: grpc backends are proxied, not built here.
+func buildBackends(cfg *config.Config) (map[string]backends.Backend, map[string][]string, error) {
+	bs := map[string]backends.Backend{}
+	models := map[string][]string{}
+	names := make([]string, 0, len(cfg.AI.Backends))
+	for n := range cfg.AI.Backends {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		b := cfg.AI.Backends[name]
+		if b.Kind == config.KindGRPC {
+			continue
+		}
+		auth := openai.Auth{Type: string(b.Auth.Type), Header: b.Auth.Name, TokenFile: b.Auth.Path}
+		if !b.Auth.Secret.IsZero() {
+			v, err := b.Auth.Secret.Resolve()
+			if err != nil {
+				return nil, nil, fmt.Errorf("ai.backends.%s.auth.secret: %w", name, err)
+			}
+			auth.Secret = v
+		}
+		ob, err := openai.New(openai.Options{
+			Name:         name,
+			URL:          b.URL,
+			Auth:         auth,
+			TLS:          openai.TLS{CAFile: b.TLS.CAFile, CertFile: b.TLS.CertFile, KeyFile: b.TLS.KeyFile},
+			Models:       b.Models,
+			DefaultModel: b.DefaultModel,
+			Timeout:      b.Timeout.Std(),
+			IdleTimeout:  b.IdleTimeout.Std(),
+		})
+		if err != nil {
+			return nil, nil, fmt.Errorf("ai.backends.%s: %w", name, err)
+		}
+		bs[name] = ob
+		models[name] = b.Models
+	}
+	return bs, models, nil
+}
+
+// routingTable is the routing part of cfg.
+func routingTable(cfg *config.Config) *routing.Table {
+	t := &routing.Table{
+		Default:          cfg.AI.Backend,
+		SensitiveBackend: cfg.AI.SensitiveBackend,
+		Tenants:          map[string]routing.Tenant{},
+		Capabilities:     map[call.Capability]string{},
+		Backends:         map[string]routing.Backend{},
+	}
+	for c, b := range cfg.AI.Capabilities {
+		t.Capabilities[call.Capability(c)] = b
+	}
+	for name, tc := range cfg.AI.Tenants {
+		rt := routing.Tenant{Backend: tc.Backend, Agents: map[string]string{}}
+		for a, ac := range tc.Agents {
+			rt.Agents[a] = ac.Backend
+		}
+		t.Tenants[name] = rt
+	}
+	for name, b := range cfg.AI.Backends {
+		rb := routing.Backend{External: b.IsExternal(), Fallback: b.Fallback}
+		for _, c := range b.Capabilities {
+			rb.Capabilities = append(rb.Capabilities, call.Capability(c))
+		}
+		t.Backends[name] = rb
+	}
+	return t
+}
+
+// keyring resolves API keys and relay keys by their SHA-256.
+type keyring map[[sha256.Size]byte]identity.Key
+
+var _ identity.Keyring = keyring(nil)
+
+// Lookup implements [identity.Keyring.Lookup].
+func (k keyring) Lookup(sum [sha256.Size]byte) (identity.Key, bool) {
+	key, ok := k[sum]
+	return key, ok
+}
+
+func newKeyring(cfg *config.Config) keyring {
+	k := keyring{}
+	for _, a := range cfg.Identity.APIKeys {
+		k[a.Hash()] = identity.Key{Name: a.Name, Tenant: a.Tenant, Agent: a.Agent}
+	}
+	for _, r := range cfg.Identity.Relays {
+		h := r.IdentityHeaders
+		k[r.Hash()] = identity.Key{Name: r.Name, Relay: &identity.RelayHeaders{
+			Tenant: strings.ToLower(h.Tenant), Agent: strings.ToLower(h.Agent), Sensitive: strings.ToLower(h.Sensitive),
+		}}
+	}
+	return k
+}
+
+// operationName names a method by its (flexway.v1.operation).name option,
+// else its full method name.
+func operationName(fullMethod string) string {
+	name := protoreflect.FullName(strings.ReplaceAll(strings.TrimPrefix(fullMethod, "/"), "/", "."))
+	d, err := protoregistry.GlobalFiles.FindDescriptorByName(name)
+	if err != nil {
+		return fullMethod
+	}
+	md, ok := d.(protoreflect.MethodDescriptor)
+	if !ok {
+		return fullMethod
+	}
+	op, _ := proto.GetExtension(md.Options(), flexwayv1.E_Operation).(*flexwayv1.Operation)
+	if op.GetName() != "" {
+		return op.GetName()
+	}
+	return fullMethod
+}

@@ -1,0 +1,207 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// demoKey is the API key of tenant "acme", agent "bot" in test configs.
+const demoKey = "sk-test-acme"
+
+// seen is one request an upstream received.
+type seen struct {
+	Method, Path string
+	Header       http.Header
+	Body         map[string]any
+	Raw          []byte
+}
+
+// fakeUpstream is an OpenAI-compatible upstream scripted per test: handle
+// answers each request; every request is recorded.
+type fakeUpstream struct {
+	*httptest.Server
+	mu   sync.Mutex
+	reqs []seen
+}
+
+func newUpstream(t testing.TB, handle http.HandlerFunc) *fakeUpstream {
+	t.Helper()
+	u := &fakeUpstream{}
+	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		raw, _ := io.ReadAll(r.Body)
+		s := seen{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Raw: raw}
+		_ = json.Unmarshal(raw, &s.Body)
+		u.mu.Lock()
+		u.reqs = append(u.reqs, s)
+		u.mu.Unlock()
+		r.Body = io.NopCloser(bytes.NewReader(raw))
+		handle(w, r)
+	}))
+	t.Cleanup(u.Close)
+	return u
+}
+
+func (u *fakeUpstream) requests() []seen {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return append([]seen(nil), u.reqs...)
+}
+
+// testGW is a running `flexway serve` for a test.
+type testGW struct {
+	HTTP string // base URL, e.g. http://127.0.0.1:1234
+	GRPC string // host:port
+	stop context.CancelFunc
+	done chan error
+}
+
+// freePort returns a loopback address that was free a moment ago.
+func freePort(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// baseConfig is a configuration with one openai backend "main" at
+// upstreamURL; extra is appended under ai.backends.main.
+func baseConfig(t testing.TB, upstreamURL, extra string) string {
+	t.Helper()
+	return fmt.Sprintf(`
+server:
+  http: %s
+  grpc: %s
+identity:
+  api_keys:
+    - name: acme-bot
+      key: env:FLEXWAY_TEST_KEY
+      tenant: acme
+      agent: bot
+ai:
+  backend: main
+  backends:
+    main:
+      url: %s/v1
+      auth: {type: bearer, secret: env:FLEXWAY_TEST_UPSTREAM_TOKEN}
+      models: [m-large, m-small]
+      default_model: m-small
+      capabilities: [chat, embeddings]
+      timeout: 2s
+      idle_timeout: 2s
+%s
+audit:
+  path: audit.jsonl
+  hash_key: env:FLEXWAY_TEST_KEY
+`, freePort(t), freePort(t), upstreamURL, extra)
+}
+
+// startGateway writes cfg to a temporary file and runs serve on it until
+// the test ends.
+func startGateway(t testing.TB, cfg string) *testGW {
+	t.Helper()
+	t.Setenv("FLEXWAY_TEST_KEY", demoKey)
+	t.Setenv("FLEXWAY_TEST_UPSTREAM_TOKEN", "upstream-secret-token")
+	dir := t.TempDir()
+	path := filepath.Join(dir, "flexway.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	g := &testGW{stop: cancel, done: make(chan error, 1)}
+	ready := make(chan struct{})
+	var stderr syncBuffer
+	go func() {
+		g.done <- serve(ctx, path, io.Discard, &stderr, func(h, gr string) {
+			g.HTTP, g.GRPC = "http://"+h, gr
+			close(ready)
+		})
+	}()
+	select {
+	case <-ready:
+	case err := <-g.done:
+		t.Fatalf("serve exited: %v\n%s", err, stderr.String())
+	case <-time.After(10 * time.Second):
+		t.Fatal("serve did not start")
+	}
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-g.done:
+		case <-time.After(10 * time.Second):
+			t.Error("serve did not stop")
+		}
+		if strings.Contains(stderr.String(), "upstream-secret-token") || strings.Contains(stderr.String(), demoKey) {
+			t.Error("a secret reached the log")
+		}
+	})
+	return g
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// post sends a JSON body to the gateway with the demo key.
+func post(t testing.TB, g *testGW, path, body string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest("POST", g.HTTP+path, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+demoKey)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
+
+// readJSON decodes a response body.
+func readJSON(t testing.TB, r *http.Response) map[string]any {
+	t.Helper()
+	var m map[string]any
+	b, _ := io.ReadAll(r.Body)
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatalf("body is not JSON: %v\n%s", err, b)
+	}
+	return m
+}
+
+// completion is a canned upstream chat completion.
+const completion = `{"id":"chatcmpl-1","object":"chat.completion","created":1700000000,"model":"m-large","choices":[{"index":0,"message":{"role":"assistant","content":"Hello from upstream"},"finish_reason":"stop"}],"usage":{"prompt_tokens":11,"completion_tokens":4,"total_tokens":15},"system_fingerprint":"fp_1"}`
+
+func jsonHandler(status int, body string) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		io.WriteString(w, body)
+	}
+}

@@ -1,0 +1,37 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+
+	"github.com/flexway/flexway/server/config"
+)
+
+// validate loads the configuration and builds the gateway exactly as serve
+// does, without opening listeners; it prints every error and warning.
+// Errors make it fail (exit 1); warnings alone do not.
+func validate(path string, stdout io.Writer) error {
+	cfg, warnings, err := config.Load(path)
+	for _, w := range warnings {
+		fmt.Fprintln(stdout, "warning:", w.Error())
+	}
+	if err != nil {
+		if ps, ok := err.(config.Problems); ok {
+			for _, p := range ps {
+				fmt.Fprintln(stdout, "error:", p.Error())
+			}
+		} else {
+			fmt.Fprintln(stdout, "error:", err)
+		}
+		return errSilent
+	}
+	gw, err := build(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		fmt.Fprintln(stdout, "error:", err)
+		return errSilent
+	}
+	gw.close()
+	fmt.Fprintf(stdout, "%s: ok (%d warnings)\n", path, len(warnings))
+	return nil
+}

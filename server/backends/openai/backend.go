@@ -1,0 +1,322 @@
+package openai
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"time"
+
+	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
+	"github.com/flexway/flexway/server/backends"
+	"github.com/flexway/flexway/server/faults"
+	"github.com/flexway/flexway/server/openaiwire"
+)
+
+// Body limits.
+const (
+	// maxAnswerBytes bounds a non-streamed answer body and one SSE event.
+	maxAnswerBytes = 64 << 20
+	// maxStatusBodyBytes bounds the upstream 4xx body kept for relay.
+	maxStatusBodyBytes = 1 << 20
+	// maxTokenFileBytes bounds a token file.
+	maxTokenFileBytes = 64 << 10
+)
+
+// Backend is a `kind: openai` backend. It implements [backends.Backend] and
+// is safe for concurrent use; all calls share one connection pool.
+type Backend struct {
+	name          string
+	chatURL       string
+	embeddingsURL string
+	models        map[string]struct{} // nil: every model is sent as is
+	defaultModel  string
+	timeout       time.Duration
+	idleTimeout   time.Duration
+	userAgent     string
+
+	// authName and authValue are the fixed credential header of bearer and
+	// header; tokenFile is read at every call instead.
+	authName, authValue string
+	tokenFile           string
+
+	client    *http.Client
+	transport *http.Transport // nil when Options.Transport was given
+}
+
+var _ backends.Backend = (*Backend)(nil)
+
+// Name returns the backend's key in ai.backends. It implements
+// [backends.Backend.Name].
+func (b *Backend) Name() string { return b.name }
+
+// CloseIdleConnections closes the pool's idle connections, for a backend
+// being replaced by a configuration reload; calls in flight are not
+// affected and the backend stays usable.
+func (b *Backend) CloseIdleConnections() { b.client.CloseIdleConnections() }
+
+// served returns who serves a call asking for model requested.
+func (b *Backend) served(requested string) backends.Served {
+	s := backends.Served{Backend: b.name, ModelSent: requested}
+	if b.models == nil {
+		if requested == "" {
+			s.ModelSent = b.defaultModel
+		}
+		return s
+	}
+	if _, ok := b.models[requested]; !ok {
+		s.ModelSent = b.defaultModel
+	}
+	return s
+}
+
+// CreateChatCompletion sends req with stream off to <url>/chat/completions
+// and returns the upstream's completion. It implements
+// [backends.Backend.CreateChatCompletion]: Served is filled on errors too,
+// and errors are as the package doc lists them. The answer body is read up
+// to 64 MiB.
+func (b *Backend) CreateChatCompletion(ctx context.Context, req *flexwayv1.CreateChatCompletionRequest) (*flexwayv1.ChatCompletion, backends.Served, error) {
+	served := b.served(req.GetModel())
+	body, err := openaiwire.AppendChatCompletionRequest(nil, req, openaiwire.Upstream{Model: served.ModelSent})
+	if err != nil {
+		return nil, served, encodeError(err)
+	}
+	data, err := b.post(ctx, b.chatURL, body)
+	if err != nil {
+		return nil, served, err
+	}
+	resp, err := openaiwire.ParseChatCompletion(data)
+	if err != nil {
+		return nil, served, faults.Wrap(faults.UpstreamError, err, "upstream "+b.name+" answered an unreadable completion")
+	}
+	return resp, served, nil
+}
+
+// CreateEmbedding sends req to <url>/embeddings and returns the upstream's
+// embeddings. It implements [backends.Backend.CreateEmbedding], as
+// [Backend.CreateChatCompletion] does for a completion.
+func (b *Backend) CreateEmbedding(ctx context.Context, req *flexwayv1.CreateEmbeddingRequest) (*flexwayv1.CreateEmbeddingResponse, backends.Served, error) {
+	served := b.served(req.GetModel())
+	body, err := openaiwire.AppendEmbeddingRequest(nil, req, served.ModelSent)
+	if err != nil {
+		return nil, served, encodeError(err)
+	}
+	data, err := b.post(ctx, b.embeddingsURL, body)
+	if err != nil {
+		return nil, served, err
+	}
+	resp, err := openaiwire.ParseEmbeddingResponse(data)
+	if err != nil {
+		return nil, served, faults.Wrap(faults.UpstreamError, err, "upstream "+b.name+" answered unreadable embeddings")
+	}
+	return resp, served, nil
+}
+
+// post sends a non-streamed request and returns the 2xx answer's body.
+func (b *Backend) post(ctx context.Context, url string, body []byte) ([]byte, error) {
+	ex, err := b.send(ctx, url, body, "application/json")
+	if err != nil {
+		return nil, err
+	}
+	defer ex.release()
+	data, err := ex.readAll(maxAnswerBytes)
+	if err != nil {
+		return nil, err
+	}
+	return data, nil
+}
+
+// encodeError maps a request encoding failure: a *faults.Error is kept,
+// anything else is a bug.
+func encodeError(err error) error {
+	var fe *faults.Error
+	if errors.As(err, &fe) {
+		return fe
+	}
+	return faults.Wrap(faults.Internal, err, "internal error")
+}
+
+// Causes of a request context's cancellation, told apart by
+// context.Cause.
+var (
+	errHeaderTimeout = errors.New("openai backend: timeout awaiting response headers")
+	errIdleTimeout   = errors.New("openai backend: idle timeout reading the answer")
+	errDrainTimeout  = errors.New("openai backend: timeout draining the answer")
+	errReleased      = errors.New("openai backend: exchange released")
+)
+
+// exchange is one upstream request whose response headers arrived.
+type exchange struct {
+	b      *Backend
+	parent context.Context // the caller's
+	ctx    context.Context // the request's, canceled with a cause
+	cancel context.CancelCauseFunc
+	resp   *http.Response
+	idle   *time.Timer // armed while a body read waits
+	body   io.Reader   // decoded body, reads bounded by idle
+
+	releaseOnce sync.Once
+}
+
+// send builds and sends a POST of body to url and waits for the response
+// headers. A 2xx answer is returned as an exchange whose body the caller
+// reads and then releases; any other status is turned into its error here.
+func (b *Backend) send(ctx context.Context, url string, body []byte, accept string) (*exchange, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, contextError(ctx)
+	}
+	authName, authValue, err := b.credentials()
+	if err != nil {
+		return nil, err
+	}
+	reqCtx, cancel := context.WithCancelCause(ctx)
+	req, err := http.NewRequestWithContext(reqCtx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		cancel(errReleased)
+		return nil, faults.Wrap(faults.Internal, err, "internal error")
+	}
+	// Built from scratch: nothing of the caller's request reaches the
+	// upstream but the body.
+	req.Header = http.Header{
+		"Content-Type": {"application/json"},
+		"Accept":       {accept},
+		"User-Agent":   {b.userAgent},
+	}
+	if authName != "" {
+		req.Header[authName] = []string{authValue}
+	}
+	headerTimer := time.AfterFunc(b.timeout, func() { cancel(errHeaderTimeout) })
+	resp, err := b.client.Do(req)
+	headerTimer.Stop()
+	if err != nil {
+		fe := b.failure(ctx, reqCtx, err, "upstream "+b.name+" is unreachable")
+		cancel(errReleased)
+		return nil, fe
+	}
+	ex := &exchange{b: b, parent: ctx, ctx: reqCtx, cancel: cancel, resp: resp}
+	ex.idle = time.AfterFunc(time.Hour, func() { cancel(errIdleTimeout) })
+	ex.idle.Stop()
+	var idle io.Reader = &idleReader{r: resp.Body, timer: ex.idle, d: b.idleTimeout}
+	ex.body, err = decodedBody(resp, idle)
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		fe := ex.statusError(err)
+		ex.release()
+		return nil, fe
+	}
+	if err != nil {
+		ex.release()
+		return nil, faults.Wrap(faults.UpstreamError, err, "upstream "+b.name+" answered an unreadable body")
+	}
+	return ex, nil
+}
+
+// credentials returns the auth header of one call; a token file is read
+// here, at every call.
+func (b *Backend) credentials() (name, value string, err error) {
+	if b.tokenFile == "" {
+		return b.authName, b.authValue, nil
+	}
+	token, err := readToken(b.tokenFile)
+	if err != nil {
+		// The cause names the path, for logs; the message says nothing of
+		// the file.
+		return "", "", faults.Wrap(faults.UpstreamError, err, "upstream "+b.name+": its token file cannot be used")
+	}
+	return "Authorization", "Bearer " + token, nil
+}
+
+// readToken reads a token file, trimmed.
+func readToken(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxTokenFileBytes+1))
+	if err != nil {
+		return "", err
+	}
+	if len(data) > maxTokenFileBytes {
+		return "", errors.New("token file " + path + " is over 64KiB")
+	}
+	token := strings.TrimSpace(string(data))
+	switch {
+	case token == "":
+		return "", errors.New("token file " + path + " is empty")
+	case !validHeaderValue(token):
+		return "", errors.New("token file " + path + " holds a character not allowed in a header")
+	}
+	return token, nil
+}
+
+// readAll reads the whole answer body, up to limit bytes.
+func (ex *exchange) readAll(limit int64) ([]byte, error) {
+	var buf bytes.Buffer
+	if n := ex.resp.ContentLength; n > 0 && n <= limit {
+		buf.Grow(int(n))
+	}
+	n, err := buf.ReadFrom(io.LimitReader(ex.body, limit+1))
+	if err != nil {
+		return nil, ex.readError(err)
+	}
+	if n > limit {
+		return nil, faults.New(faults.UpstreamError, "upstream %s answered more than %d MiB", ex.b.name, limit>>20)
+	}
+	return buf.Bytes(), nil
+}
+
+// release ends the exchange: the body is drained briefly so that the
+// connection can be reused, then closed, and the request context is
+// released. It is safe to call more than once and concurrently with a
+// body read (which then fails).
+func (ex *exchange) release() {
+	ex.releaseOnce.Do(func() {
+		ex.drain()
+		ex.resp.Body.Close()
+		ex.idle.Stop()
+		ex.cancel(errReleased)
+	})
+}
+
+// abort ends the exchange without draining: the request is canceled (the
+// connection is closed) and the body released.
+func (ex *exchange) abort(cause error) {
+	ex.releaseOnce.Do(func() {
+		ex.cancel(cause)
+		ex.resp.Body.Close()
+		ex.idle.Stop()
+	})
+}
+
+// Draining bounds: what is left of an answer is read, for the connection
+// to go back to the pool, only if it is short and comes at once; else the
+// connection is closed.
+const (
+	drainBytes   = 64 << 10
+	drainTimeout = 250 * time.Millisecond
+)
+
+// drain reads what is left of the raw body, within drainBytes and
+// drainTimeout.
+func (ex *exchange) drain() {
+	if ex.ctx.Err() != nil {
+		return
+	}
+	t := time.AfterFunc(drainTimeout, func() { ex.cancel(errDrainTimeout) })
+	defer t.Stop()
+	_, _ = io.CopyN(io.Discard, ex.resp.Body, drainBytes)
+}
+
+// userAgent is "flexway/<version>": the main module's version, or "dev".
+func userAgent() string {
+	v := "dev"
+	if bi, ok := debug.ReadBuildInfo(); ok && strings.HasPrefix(bi.Main.Version, "v") && validHeaderValue(bi.Main.Version) {
+		v = strings.TrimPrefix(bi.Main.Version, "v")
+	}
+	return "flexway/" + v
+}

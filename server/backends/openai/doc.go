@@ -1,0 +1,30 @@
+// Package openai is the `kind: openai` backend: an OpenAI-compatible HTTP
+// upstream (OpenAI itself, vLLM, llama.cpp's server, a cloud vendor's
+// compatible endpoint) that serves chat completions, streamed or not, and
+// embeddings.
+//
+// It exists so that the inference core sees one [backends.Backend] per
+// configured upstream and never deals with HTTP: a [Backend] builds each
+// upstream request from scratch (the caller's headers are never copied),
+// adds its own credentials (a token file is re-read at every call), talks
+// TLS or mutual TLS over one pooled transport, maps the requested model to
+// the one it sends, reads Server-Sent Events without a line length limit,
+// and turns every failure into a [*faults.Error] whose reason tells the
+// core whether it may fall back:
+//
+//   - faults.UpstreamError: connection error, 5xx, an unreadable or
+//     truncated answer, an error event inside a stream, a stream cut before
+//     `data: [DONE]`, an unreadable token file;
+//   - faults.UpstreamTimeout: no response headers within Options.Timeout, or
+//     no byte for Options.IdleTimeout while reading an answer;
+//   - faults.UpstreamStatus: an upstream 4xx (429 included), with its
+//     status, Content-Type, body (first MiB) and Retry-After kept so that the
+//     front relays them as they are;
+//   - faults.Canceled: the caller's context was canceled.
+//
+// Error messages name the backend and the upstream status only; upstream
+// bodies and causes are in [faults.Error.Err], for logs.
+//
+// JSON encoding and decoding is package openaiwire's; this package only
+// moves bytes.
+package openai

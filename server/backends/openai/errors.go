@@ -1,0 +1,186 @@
+package openai
+
+import (
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/flexway/flexway/server/faults"
+)
+
+// maxRetryAfterSeconds caps a relayed Retry-After.
+const maxRetryAfterSeconds = 24 * 60 * 60
+
+// logSnippetBytes bounds the part of a failed answer's body kept, in
+// faults.Error.Err, for logs.
+const logSnippetBytes = 1 << 10
+
+// failure maps an error of a request or of a body read, reqCtx being the
+// request's context and parent the caller's. message is the client-facing
+// message of a plain upstream error.
+func (b *Backend) failure(parent, reqCtx context.Context, err error, message string) *faults.Error {
+	switch cause := context.Cause(reqCtx); {
+	case errors.Is(cause, errHeaderTimeout):
+		return faults.Wrap(faults.UpstreamTimeout, err, fmt.Sprintf("upstream %s did not answer within %s", b.name, b.timeout))
+	case errors.Is(cause, errIdleTimeout):
+		return faults.Wrap(faults.UpstreamTimeout, err, fmt.Sprintf("upstream %s sent nothing for %s", b.name, b.idleTimeout))
+	}
+	if parent.Err() != nil {
+		return contextError(parent)
+	}
+	if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+		return faults.Wrap(faults.UpstreamTimeout, err, "upstream "+b.name+" timed out")
+	}
+	return faults.Wrap(faults.UpstreamError, err, message)
+}
+
+// contextError maps the caller's context once it is done: its deadline is
+// a timeout, anything else a cancellation.
+func contextError(ctx context.Context) *faults.Error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return faults.Wrap(faults.UpstreamTimeout, context.Cause(ctx), "the request's deadline passed")
+	}
+	return faults.Wrap(faults.Canceled, context.Cause(ctx), "the request was canceled")
+}
+
+// readError maps an error reading the answer body.
+func (ex *exchange) readError(err error) *faults.Error {
+	return ex.b.failure(ex.parent, ex.ctx, err, "upstream "+ex.b.name+" cut its answer short")
+}
+
+// statusError maps a non-2xx answer. A 4xx keeps the upstream's status,
+// Content-Type and body (its first MiB) for relay; any other status is an
+// upstream error whose message says the status only. decodeErr is the
+// failure to decode the body, if any.
+func (ex *exchange) statusError(decodeErr error) *faults.Error {
+	code := ex.resp.StatusCode
+	msg := fmt.Sprintf("upstream %s answered %d", ex.b.name, code)
+	retry := retryAfter(ex.resp.Header.Get("Retry-After"), time.Now())
+	if code < 400 || code > 499 {
+		fe := &faults.Error{Reason: faults.UpstreamError, Message: msg, RetryAfterSeconds: retry}
+		if decodeErr != nil {
+			fe.Err = decodeErr
+			return fe
+		}
+		// Only what comes at once: a slow body must not delay a fallback.
+		t := time.AfterFunc(drainTimeout, func() { ex.cancel(errDrainTimeout) })
+		snippet, err := io.ReadAll(io.LimitReader(ex.body, logSnippetBytes))
+		t.Stop()
+		fe.Err = fmt.Errorf("upstream %s status %d, body starting %q", ex.b.name, code, snippet)
+		if err != nil && ex.parent.Err() != nil {
+			return contextError(ex.parent)
+		}
+		return fe
+	}
+	fe := &faults.Error{
+		Reason:             faults.UpstreamStatus,
+		Message:            msg,
+		RetryAfterSeconds:  retry,
+		UpstreamHTTPStatus: code,
+	}
+	if decodeErr != nil {
+		// Status kept, body dropped: an undecodable body cannot be
+		// relayed.
+		fe.Err = decodeErr
+		return fe
+	}
+	body, err := io.ReadAll(io.LimitReader(ex.body, maxStatusBodyBytes))
+	if err != nil {
+		if ex.parent.Err() != nil {
+			return contextError(ex.parent)
+		}
+		// A 4xx stays a 4xx (never fallen back from); a cut body is not
+		// relayed.
+		fe.Err = fmt.Errorf("reading the upstream's %d body: %w", code, err)
+		return fe
+	}
+	fe.UpstreamContentType = ex.resp.Header.Get("Content-Type")
+	fe.UpstreamBody = body
+	return fe
+}
+
+// retryAfter returns the seconds of a Retry-After header value: a number of
+// seconds (a fraction rounded up) or an HTTP date; 0 when absent, past or
+// unreadable, capped at a day.
+func retryAfter(v string, now time.Time) int64 {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	var secs float64
+	if f, err := strconv.ParseFloat(v, 64); err == nil {
+		secs = f
+	} else if t, err := http.ParseTime(v); err == nil {
+		secs = t.Sub(now).Seconds()
+	}
+	switch {
+	case math.IsNaN(secs) || secs <= 0:
+		return 0
+	case secs >= maxRetryAfterSeconds:
+		return maxRetryAfterSeconds
+	}
+	return int64(math.Ceil(secs))
+}
+
+// decodedBody returns r, the raw body of resp, decoded per its
+// Content-Encoding when the transport did not decode it already. Only gzip
+// is accepted, the one encoding the transport asks for.
+func decodedBody(resp *http.Response, r io.Reader) (io.Reader, error) {
+	if resp.Uncompressed {
+		return r, nil
+	}
+	switch enc := strings.ToLower(strings.TrimSpace(resp.Header.Get("Content-Encoding"))); enc {
+	case "", "identity":
+		return r, nil
+	case "gzip", "x-gzip":
+		return &gunzipReader{r: r}, nil
+	default:
+		return nil, fmt.Errorf("unsupported Content-Encoding %q", enc)
+	}
+}
+
+// gunzipReader decodes gzip, reading the gzip header on the first Read
+// rather than at once: a stream's first bytes may come late.
+type gunzipReader struct {
+	r   io.Reader
+	zr  *gzip.Reader
+	err error
+}
+
+func (g *gunzipReader) Read(p []byte) (int, error) {
+	if g.zr == nil {
+		if g.err != nil {
+			return 0, g.err
+		}
+		zr, err := gzip.NewReader(g.r)
+		if err != nil {
+			g.err = err
+			return 0, err
+		}
+		g.zr = zr
+	}
+	return g.zr.Read(p)
+}
+
+// idleReader arms timer for d during each Read: a read that waits longer
+// fires it, and the timer cancels the request, which fails the read.
+type idleReader struct {
+	r     io.Reader
+	timer *time.Timer
+	d     time.Duration
+}
+
+func (ir *idleReader) Read(p []byte) (int, error) {
+	ir.timer.Reset(ir.d)
+	n, err := ir.r.Read(p)
+	ir.timer.Stop()
+	return n, err
+}

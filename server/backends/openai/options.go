@@ -1,0 +1,355 @@
+package openai
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+)
+
+// Defaults of [Options].
+const (
+	// DefaultTimeout is Options.Timeout when zero: the wait for response
+	// headers.
+	DefaultTimeout = 60 * time.Second
+	// DefaultIdleTimeout is Options.IdleTimeout when zero: the longest
+	// silence while reading an answer.
+	DefaultIdleTimeout = 30 * time.Second
+)
+
+// The values of [Auth.Type].
+const (
+	// AuthNone sends no credentials. The empty type means AuthNone.
+	AuthNone = "none"
+	// AuthBearer sends "Authorization: Bearer <Secret>".
+	AuthBearer = "bearer"
+	// AuthHeader sends "<Header>: <Secret>".
+	AuthHeader = "header"
+	// AuthTokenFile sends "Authorization: Bearer <token>", the token being
+	// the content of TokenFile, whitespace-trimmed, read again at every
+	// call (a rotated token is used at once).
+	AuthTokenFile = "token_file"
+)
+
+// Pool and connection settings of the transport [New] builds.
+const (
+	maxIdleConnsPerHost = 256
+	maxIdleConns        = 1024
+	idleConnTimeout     = 90 * time.Second
+	dialTimeout         = 10 * time.Second
+	keepAlive           = 30 * time.Second
+	tlsHandshakeTimeout = 10 * time.Second
+	maxHeaderBytes      = 1 << 20
+	h2SendPingTimeout   = 30 * time.Second
+	h2PingTimeout       = 15 * time.Second
+)
+
+// Options configures a [Backend]; it mirrors ai.backends.<name> of a
+// `kind: openai` backend, secrets already resolved.
+type Options struct {
+	// Name is the backend's key in ai.backends. Required; it appears in
+	// error messages and in [backends.Served].
+	Name string
+	// URL is the base URL, http or https, e.g. http://127.0.0.1:8000/v1;
+	// the paths /chat/completions and /embeddings are appended to its
+	// path, and its query, if any, is kept. Required; user info and
+	// fragments are refused.
+	URL string
+	// Auth is how the backend authenticates Flexway to the upstream.
+	Auth Auth
+	// TLS configures the client side of https connections; it is refused
+	// with an http URL.
+	TLS TLS
+	// Models are the model names the upstream serves: a requested model in
+	// Models is sent as is, any other is replaced by DefaultModel. Empty
+	// means every requested model is sent as is.
+	Models []string
+	// DefaultModel is sent when the requested model is not in Models (or,
+	// with Models empty, when none was requested). Required when Models is
+	// set.
+	DefaultModel string
+	// Timeout bounds the wait for the upstream's response headers, from
+	// the start of the call (dial, TLS handshake and request included).
+	// Zero means [DefaultTimeout]; negative is refused.
+	Timeout time.Duration
+	// IdleTimeout bounds each wait for bytes of an answer body (an SSE
+	// stream's events, a completion's JSON): when nothing arrives for that
+	// long the upstream request is canceled. Zero means
+	// [DefaultIdleTimeout]; negative is refused.
+	IdleTimeout time.Duration
+	// Transport, optional and meant for tests, replaces the pooled
+	// transport New builds; TLS is then validated but not applied.
+	Transport http.RoundTripper
+}
+
+// Auth is how a backend authenticates Flexway (ai.backends.<name>.auth).
+type Auth struct {
+	// Type is one of [AuthNone] (or empty), [AuthBearer], [AuthHeader],
+	// [AuthTokenFile].
+	Type string
+	// Secret is the resolved credential of bearer and header; it must be a
+	// valid header value (no control character). Never logged.
+	Secret string
+	// Header is the header name of type header, e.g. api-key. Headers the
+	// backend sets itself (Content-Type, Accept, User-Agent, Host,
+	// Content-Length, ...) are refused.
+	Header string
+	// TokenFile is the path of type token_file; the file is read at every
+	// call, never by [New].
+	TokenFile string
+}
+
+// TLS is the client TLS of a backend (ai.backends.<name>.tls); each field
+// is a path to a PEM file, read by [New].
+type TLS struct {
+	// CAFile, optional, is a PEM bundle trusted instead of the system
+	// roots.
+	CAFile string
+	// CertFile, with KeyFile, is the client certificate chain for mutual
+	// TLS.
+	CertFile string
+	// KeyFile is the private key of CertFile.
+	KeyFile string
+}
+
+func (t TLS) isZero() bool { return t == TLS{} }
+
+// reservedHeaders are set by the backend or the transport; an auth header
+// may not be one of them.
+var reservedHeaders = map[string]bool{
+	"Accept": true, "Accept-Encoding": true, "Connection": true, "Content-Length": true,
+	"Content-Type": true, "Host": true, "Te": true, "Trailer": true, "Transfer-Encoding": true,
+	"Upgrade": true, "User-Agent": true, "Traceparent": true, "Tracestate": true,
+}
+
+// New validates o, loads its TLS files and returns the backend with its own
+// connection pool. Errors name the offending option (and file), never a
+// secret.
+func New(o Options) (*Backend, error) {
+	if o.Name == "" {
+		return nil, errors.New("openai backend: name is required")
+	}
+	fail := func(format string, args ...any) error {
+		return fmt.Errorf("backend %q: "+format, append([]any{o.Name}, args...)...)
+	}
+	base, err := parseBaseURL(o.URL)
+	if err != nil {
+		return nil, fail("url: %w", err)
+	}
+	if o.Timeout < 0 {
+		return nil, fail("timeout must not be negative")
+	}
+	if o.IdleTimeout < 0 {
+		return nil, fail("idle_timeout must not be negative")
+	}
+	if len(o.Models) > 0 && o.DefaultModel == "" {
+		return nil, fail("default_model is required when models is set")
+	}
+	b := &Backend{
+		name:          o.Name,
+		chatURL:       base.JoinPath("chat/completions").String(),
+		embeddingsURL: base.JoinPath("embeddings").String(),
+		defaultModel:  o.DefaultModel,
+		timeout:       o.Timeout,
+		idleTimeout:   o.IdleTimeout,
+		userAgent:     userAgent(),
+	}
+	if b.timeout == 0 {
+		b.timeout = DefaultTimeout
+	}
+	if b.idleTimeout == 0 {
+		b.idleTimeout = DefaultIdleTimeout
+	}
+	if len(o.Models) > 0 {
+		b.models = make(map[string]struct{}, len(o.Models))
+		for _, m := range o.Models {
+			b.models[m] = struct{}{}
+		}
+	}
+	if err := b.setAuth(o.Auth); err != nil {
+		return nil, fail("auth: %w", err)
+	}
+	if !o.TLS.isZero() && base.Scheme != "https" {
+		return nil, fail("tls is set but url is not https")
+	}
+	tlsConf, err := loadTLS(o.TLS)
+	if err != nil {
+		return nil, fail("tls: %w", err)
+	}
+	rt := o.Transport
+	if rt == nil {
+		t := newTransport(tlsConf, base.Scheme == "https", b.timeout)
+		b.transport = t
+		rt = t
+	}
+	b.client = &http.Client{
+		Transport: rt,
+		// A redirect is answered as the upstream's status: following it
+		// would resend the body and credentials elsewhere.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	return b, nil
+}
+
+// parseBaseURL checks a backend's base URL.
+func parseBaseURL(raw string) (*url.URL, error) {
+	if raw == "" {
+		return nil, errors.New("required")
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, errors.New("not a URL")
+	}
+	switch {
+	case u.Scheme != "http" && u.Scheme != "https":
+		return nil, fmt.Errorf("scheme %q, want http or https", u.Scheme)
+	case u.Host == "":
+		return nil, errors.New("no host")
+	case u.User != nil:
+		return nil, errors.New("user info is not allowed; use auth")
+	case u.Fragment != "":
+		return nil, errors.New("fragment is not allowed")
+	}
+	return u, nil
+}
+
+// setAuth validates a and stores the fixed header of bearer and header.
+func (b *Backend) setAuth(a Auth) error {
+	switch a.Type {
+	case "", AuthNone:
+	case AuthBearer:
+		if a.Secret == "" {
+			return errors.New("bearer needs a secret")
+		}
+		if !validHeaderValue(a.Secret) {
+			return errors.New("the secret contains a character not allowed in a header")
+		}
+		b.authName, b.authValue = "Authorization", "Bearer "+a.Secret
+	case AuthHeader:
+		name := http.CanonicalHeaderKey(a.Header)
+		switch {
+		case a.Header == "":
+			return errors.New("header needs a header name")
+		case !validHeaderName(a.Header):
+			return fmt.Errorf("header name %q is not a valid header name", a.Header)
+		case reservedHeaders[name]:
+			return fmt.Errorf("header name %q is set by the backend itself", a.Header)
+		case a.Secret == "":
+			return errors.New("header needs a secret")
+		case !validHeaderValue(a.Secret):
+			return errors.New("the secret contains a character not allowed in a header")
+		}
+		b.authName, b.authValue = name, a.Secret
+	case AuthTokenFile:
+		if a.TokenFile == "" {
+			return errors.New("token_file needs a path")
+		}
+		b.tokenFile = a.TokenFile
+	default:
+		return fmt.Errorf("unknown type %q (want none, bearer, header or token_file)", a.Type)
+	}
+	return nil
+}
+
+// loadTLS reads the CA bundle and client key pair of t; nil when t is zero.
+func loadTLS(t TLS) (*tls.Config, error) {
+	if t.isZero() {
+		return nil, nil
+	}
+	conf := &tls.Config{MinVersion: tls.VersionTLS12}
+	if t.CAFile != "" {
+		pem, err := os.ReadFile(t.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("ca_file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("ca_file %s: no PEM certificate in it", t.CAFile)
+		}
+		conf.RootCAs = pool
+	}
+	switch {
+	case t.CertFile == "" && t.KeyFile == "":
+	case t.CertFile == "":
+		return nil, errors.New("key_file is set without cert_file")
+	case t.KeyFile == "":
+		return nil, errors.New("cert_file is set without key_file")
+	default:
+		// Read each file first, so that the error names the one that is
+		// missing or unreadable.
+		certPEM, err := os.ReadFile(t.CertFile)
+		if err != nil {
+			return nil, fmt.Errorf("cert_file: %w", err)
+		}
+		keyPEM, err := os.ReadFile(t.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("key_file: %w", err)
+		}
+		pair, err := tls.X509KeyPair(certPEM, keyPEM)
+		if err != nil {
+			return nil, fmt.Errorf("cert_file %s with key_file %s: %w", t.CertFile, t.KeyFile, err)
+		}
+		conf.Certificates = []tls.Certificate{pair}
+	}
+	return conf, nil
+}
+
+// newTransport returns the backend's one pooled transport. The
+// environment's proxy settings are not used: a backend's traffic goes where
+// its URL says.
+func newTransport(tlsConf *tls.Config, https bool, timeout time.Duration) *http.Transport {
+	dialer := &net.Dialer{Timeout: dialTimeout, KeepAlive: keepAlive}
+	t := &http.Transport{
+		DialContext:            dialer.DialContext,
+		TLSClientConfig:        tlsConf,
+		TLSHandshakeTimeout:    tlsHandshakeTimeout,
+		MaxIdleConns:           maxIdleConns,
+		MaxIdleConnsPerHost:    maxIdleConnsPerHost,
+		IdleConnTimeout:        idleConnTimeout,
+		ResponseHeaderTimeout:  timeout,
+		ExpectContinueTimeout:  time.Second,
+		MaxResponseHeaderBytes: maxHeaderBytes,
+		ForceAttemptHTTP2:      https,
+	}
+	if https {
+		t.HTTP2 = &http.HTTP2Config{SendPingTimeout: h2SendPingTimeout, PingTimeout: h2PingTimeout}
+	}
+	return t
+}
+
+// validHeaderName reports whether s is an RFC 9110 token.
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// validHeaderValue reports whether s may be sent as a header value: no
+// control character but tab, no leading or trailing whitespace.
+func validHeaderValue(s string) bool {
+	if s == "" || s != strings.TrimSpace(s) {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < ' ' && c != '\t') || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}

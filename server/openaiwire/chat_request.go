@@ -1,0 +1,333 @@
+package openaiwire
+
+import (
+	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
+)
+
+// ParseChatCompletionRequest parses a client's `POST /v1/chat/completions`
+// body.
+//
+// model, messages, stream, stream_options.include_usage, max_tokens,
+// max_completion_tokens, n and user are typed; every other member of the
+// request, of stream_options, of each message, content part and image_url
+// is kept raw in the extra_fields of its message (tools, response_format,
+// seed, logprobs, a message's tool_calls, vendor objects). Content is kept
+// as it was given: a string, an array of parts (never flattened) or null.
+//
+// It fails with a [*faults.Error] of reason [faults.InvalidRequest] whose
+// Param names the offending field in OpenAI's notation:
+//   - invalid UTF-8 or malformed JSON (Param empty; the message gives the
+//     byte offset), or a body that is not a JSON object (Param empty);
+//   - a typed field of the wrong type (`messages`, `messages[0].content`,
+//     `max_tokens`, `stream_options.include_usage`, ...);
+//   - `model` missing or empty; `messages` missing or empty; a message that
+//     is not an object (`messages[i]`) or has no non-empty string role
+//     (`messages[i].role`);
+//   - a content part that is not an object (`messages[i].content[j]`), has
+//     no type or a type other than "text" and "image_url"
+//     (`messages[i].content[j].type`), a text part without a string text
+//     (`...text`), an image_url part without an image_url object holding a
+//     string url (`...image_url` or `...image_url.url`);
+//   - n outside 1..128 (`n`); a negative or non-integer max_tokens or
+//     max_completion_tokens.
+func ParseChatCompletionRequest(data []byte) (*flexwayv1.CreateChatCompletionRequest, error) {
+	req, err := parseChatCompletionRequest(data)
+	if err != nil {
+		return nil, clientError(err)
+	}
+	return req, nil
+}
+
+func parseChatCompletionRequest(data []byte) (*flexwayv1.CreateChatCompletionRequest, error) {
+	d, err := topObject(data, "the request body")
+	if err != nil {
+		return nil, err
+	}
+	req := &flexwayv1.CreateChatCompletionRequest{}
+	for first := true; ; first = false {
+		key, ok, err := d.member(first)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			break
+		}
+		switch string(key) {
+		case "model":
+			if req.Model, err = d.str(); err != nil {
+				return nil, nestKey(err, "model")
+			}
+		case "messages":
+			if err := d.openArray(); err != nil {
+				return nil, nestKey(err, "messages")
+			}
+			req.Messages = req.Messages[:0]
+			for i := 0; ; i++ {
+				ok, err := d.element(i == 0)
+				if err != nil {
+					return nil, err
+				}
+				if !ok {
+					break
+				}
+				m, err := d.message(true)
+				if err != nil {
+					return nil, nestKey(nestIndex(err, i), "messages")
+				}
+				req.Messages = append(req.Messages, m)
+			}
+		case "stream":
+			if null, err := d.keptNull(&req.ExtraFields, "stream"); err != nil || null {
+				req.Stream = nil
+				if err != nil {
+					return nil, err
+				}
+				continue
+			}
+			b, err := d.bool()
+			if err != nil {
+				return nil, nestKey(err, "stream")
+			}
+			req.Stream = &b
+			delete(req.ExtraFields, "stream")
+		case "stream_options":
+			if null, err := d.keptNull(&req.ExtraFields, "stream_options"); err != nil || null {
+				req.StreamOptions = nil
+				if err != nil {
+					return nil, err
+				}
+				continue
+			}
+			if req.StreamOptions, err = d.streamOptions(); err != nil {
+				return nil, nestKey(err, "stream_options")
+			}
+			delete(req.ExtraFields, "stream_options")
+		case "max_tokens":
+			if req.MaxTokens, err = d.tokenCap(&req.ExtraFields, "max_tokens"); err != nil {
+				return nil, err
+			}
+		case "max_completion_tokens":
+			if req.MaxCompletionTokens, err = d.tokenCap(&req.ExtraFields, "max_completion_tokens"); err != nil {
+				return nil, err
+			}
+		case "n":
+			if null, err := d.keptNull(&req.ExtraFields, "n"); err != nil || null {
+				req.N = nil
+				if err != nil {
+					return nil, err
+				}
+				continue
+			}
+			v, err := d.int64()
+			if err != nil {
+				return nil, nestKey(err, "n")
+			}
+			if v < 1 || v > 128 {
+				return nil, fieldErr("n", "must be between 1 and 128, got %d", v)
+			}
+			n := int32(v)
+			req.N = &n
+			delete(req.ExtraFields, "n")
+		case "user":
+			if null, err := d.keptNull(&req.ExtraFields, "user"); err != nil || null {
+				req.User = nil
+				if err != nil {
+					return nil, err
+				}
+				continue
+			}
+			s, err := d.str()
+			if err != nil {
+				return nil, nestKey(err, "user")
+			}
+			req.User = &s
+			delete(req.ExtraFields, "user")
+		default:
+			if err := d.extra(&req.ExtraFields, key); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := d.end(); err != nil {
+		return nil, err
+	}
+	if req.Model == "" {
+		return nil, fieldErr("model", "you must provide a model")
+	}
+	if len(req.Messages) == 0 {
+		return nil, fieldErr("messages", "you must provide at least one message")
+	}
+	return req, nil
+}
+
+// keptNull consumes a null at d.pos, keeps it in *m under key (see
+// keepNull) and reports true; it reports false and consumes nothing when
+// the value is not null.
+func (d *decoder) keptNull(m *map[string][]byte, key string) (bool, error) {
+	if null, err := d.isNull(); err != nil || !null {
+		return false, err
+	}
+	d.keepNull(m, key)
+	return true, nil
+}
+
+// tokenCap reads max_tokens or max_completion_tokens: a non-negative
+// integer, or null (kept in *m, nil returned).
+func (d *decoder) tokenCap(m *map[string][]byte, key string) (*int64, error) {
+	if null, err := d.keptNull(m, key); err != nil || null {
+		return nil, err
+	}
+	v, err := d.int64()
+	if err != nil {
+		return nil, nestKey(err, key)
+	}
+	if v < 0 {
+		return nil, fieldErr(key, "must not be negative, got %d", v)
+	}
+	delete(*m, key)
+	return &v, nil
+}
+
+// streamOptions parses a stream_options object at d.pos.
+func (d *decoder) streamOptions() (*flexwayv1.StreamOptions, error) {
+	if err := d.openObject(); err != nil {
+		return nil, err
+	}
+	so := &flexwayv1.StreamOptions{}
+	for first := true; ; first = false {
+		key, ok, err := d.member(first)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return so, nil
+		}
+		if string(key) != "include_usage" {
+			if err := d.extra(&so.ExtraFields, key); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if null, err := d.keptNull(&so.ExtraFields, "include_usage"); err != nil || null {
+			so.IncludeUsage = nil
+			if err != nil {
+				return nil, err
+			}
+			continue
+		}
+		b, err := d.bool()
+		if err != nil {
+			return nil, nestKey(err, "include_usage")
+		}
+		so.IncludeUsage = &b
+		delete(so.ExtraFields, "include_usage")
+	}
+}
+
+// Upstream says how [AppendChatCompletionRequest] adapts a client's request
+// for the upstream that serves it.
+type Upstream struct {
+	// Model replaces the request's model; when empty, the request's model
+	// is kept.
+	Model string
+	// Stream true writes "stream": true and stream_options with
+	// include_usage true (the request's other stream_options members are
+	// kept), so that the upstream ends the stream with a usage-only chunk.
+	// Stream false (a unary call) writes "stream": false only if the
+	// request had a stream member (a null is kept as null), and drops
+	// stream_options.
+	Stream bool
+}
+
+// AppendChatCompletionRequest appends the JSON body of the upstream request
+// for req to dst and returns the extended slice: the request as the client
+// sent it, typed fields first, extra_fields sorted by key, except for model
+// and stream as [Upstream] says.
+//
+// It fails with a [*faults.Error] of reason [faults.InvalidRequest], and
+// returns dst unchanged, when req is nil, when no model is left, or when an
+// extra_fields value anywhere in req is not one valid JSON value (a request
+// built by a gRPC caller); Param names the field. Passing a dst with
+// capacity for the request (the client's body length, say) spares the
+// copies of a large image.
+func AppendChatCompletionRequest(dst []byte, req *flexwayv1.CreateChatCompletionRequest, u Upstream) ([]byte, error) {
+	out, err := appendChatCompletionRequest(dst, req, u)
+	if err != nil {
+		return dst, clientError(err)
+	}
+	return out, nil
+}
+
+func appendChatCompletionRequest(dst []byte, req *flexwayv1.CreateChatCompletionRequest, u Upstream) ([]byte, error) {
+	if req == nil {
+		return nil, fieldErr("", "no request")
+	}
+	model := u.Model
+	if model == "" {
+		model = req.GetModel()
+	}
+	if model == "" {
+		return nil, fieldErr("model", "you must provide a model")
+	}
+	o := open(dst)
+	o.str("model", model)
+	o.key("messages")
+	o.dst = append(o.dst, '[')
+	for i, m := range req.GetMessages() {
+		if i > 0 {
+			o.dst = append(o.dst, ',')
+		}
+		var err error
+		if o.dst, err = appendMessage(o.dst, m, true); err != nil {
+			return nil, nestKey(nestIndex(err, i), "messages")
+		}
+	}
+	o.dst = append(o.dst, ']')
+	if req.MaxTokens != nil {
+		o.int("max_tokens", *req.MaxTokens)
+	}
+	if req.MaxCompletionTokens != nil {
+		o.int("max_completion_tokens", *req.MaxCompletionTokens)
+	}
+	if req.N != nil {
+		o.int("n", int64(*req.N))
+	}
+	switch {
+	case u.Stream:
+		o.bool("stream", true)
+		o.key("stream_options")
+		so := open(o.dst)
+		so.bool("include_usage", true)
+		err := so.extras(req.GetStreamOptions().GetExtraFields(), func(k string) bool { return k == "include_usage" }, true)
+		if err != nil {
+			return nil, nestKey(err, "stream_options")
+		}
+		o.dst = so.close()
+	case req.Stream != nil:
+		o.bool("stream", false)
+	}
+	if req.User != nil {
+		o.str("user", *req.User)
+	}
+	err := o.extras(req.GetExtraFields(), func(k string) bool {
+		switch k {
+		case "model", "messages", "stream_options":
+			return true
+		case "max_tokens":
+			return req.MaxTokens != nil
+		case "max_completion_tokens":
+			return req.MaxCompletionTokens != nil
+		case "n":
+			return req.N != nil
+		case "stream":
+			return u.Stream || req.Stream != nil
+		case "user":
+			return req.User != nil
+		}
+		return false
+	}, true)
+	if err != nil {
+		return nil, err
+	}
+	return o.close(), nil
+}

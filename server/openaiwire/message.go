@@ -1,0 +1,321 @@
+package openaiwire
+
+import (
+	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
+	"google.golang.org/protobuf/types/known/structpb"
+)
+
+// message parses a ChatMessage object at d.pos: a request message when
+// strict (role required, parts "text" or "image_url" only), a response
+// message or delta otherwise.
+func (d *decoder) message(strict bool) (*flexwayv1.ChatMessage, error) {
+	if err := d.openObject(); err != nil {
+		return nil, err
+	}
+	m := &flexwayv1.ChatMessage{}
+	hasRole := false
+	for first := true; ; first = false {
+		key, ok, err := d.member(first)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			break
+		}
+		switch string(key) {
+		case "role":
+			if !strict && d.peek() == 'n' {
+				if err := d.literal("null"); err != nil {
+					return nil, err
+				}
+				m.Role = ""
+				continue
+			}
+			if m.Role, err = d.str(); err != nil {
+				return nil, nestKey(err, "role")
+			}
+			hasRole = true
+		case "content":
+			if err := d.content(m, strict); err != nil {
+				return nil, nestKey(err, "content")
+			}
+		case "name":
+			if null, err := d.isNull(); err != nil {
+				return nil, err
+			} else if null {
+				m.Name = nil
+				d.keepNull(&m.ExtraFields, "name")
+				continue
+			}
+			s, err := d.str()
+			if err != nil {
+				return nil, nestKey(err, "name")
+			}
+			m.Name = &s
+			delete(m.ExtraFields, "name")
+		default:
+			if err := d.extra(&m.ExtraFields, key); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if strict && (!hasRole || m.Role == "") {
+		if !hasRole {
+			return nil, fieldErr("role", "a message needs a role")
+		}
+		return nil, fieldErr("role", "the role of a message must not be empty")
+	}
+	return m, nil
+}
+
+// content parses a message's content at d.pos into m.
+func (d *decoder) content(m *flexwayv1.ChatMessage, strict bool) error {
+	switch d.peek() {
+	case 'n':
+		if err := d.literal("null"); err != nil {
+			return err
+		}
+		m.Content = &flexwayv1.ChatMessage_Null{Null: structpb.NullValue_NULL_VALUE}
+		return nil
+	case '"':
+		s, err := d.str()
+		if err != nil {
+			return err
+		}
+		m.Content = &flexwayv1.ChatMessage_Text{Text: s}
+		return nil
+	case '[':
+		d.pos++
+		parts := &flexwayv1.ContentParts{}
+		for i := 0; ; i++ {
+			ok, err := d.element(i == 0)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				break
+			}
+			p, err := d.contentPart(strict)
+			if err != nil {
+				return nestIndex(err, i)
+			}
+			parts.Parts = append(parts.Parts, p)
+		}
+		m.Content = &flexwayv1.ChatMessage_Parts{Parts: parts}
+		return nil
+	}
+	return d.typeErr("a string, an array of content parts, or null")
+}
+
+// contentPart parses one content part at d.pos. Strict parsing refuses
+// every type but "text" and "image_url"; lenient parsing keeps an unknown
+// type with its members in extra_fields.
+func (d *decoder) contentPart(strict bool) (*flexwayv1.ContentPart, error) {
+	if err := d.openObject(); err != nil {
+		return nil, err
+	}
+	p := &flexwayv1.ContentPart{}
+	hasType := false
+	for first := true; ; first = false {
+		key, ok, err := d.member(first)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			break
+		}
+		switch string(key) {
+		case "type":
+			if p.Type, err = d.str(); err != nil {
+				return nil, nestKey(err, "type")
+			}
+			hasType = true
+		case "text":
+			if null, err := d.isNull(); err != nil {
+				return nil, err
+			} else if null {
+				p.Text = nil
+				d.keepNull(&p.ExtraFields, "text")
+				continue
+			}
+			s, err := d.str()
+			if err != nil {
+				return nil, nestKey(err, "text")
+			}
+			p.Text = &s
+			delete(p.ExtraFields, "text")
+		case "image_url":
+			if null, err := d.isNull(); err != nil {
+				return nil, err
+			} else if null {
+				p.ImageUrl = nil
+				d.keepNull(&p.ExtraFields, "image_url")
+				continue
+			}
+			if p.ImageUrl, err = d.imageURL(); err != nil {
+				return nil, nestKey(err, "image_url")
+			}
+			delete(p.ExtraFields, "image_url")
+		default:
+			if err := d.extra(&p.ExtraFields, key); err != nil {
+				return nil, err
+			}
+		}
+	}
+	switch {
+	case !hasType:
+		return nil, fieldErr("type", "a content part needs a type")
+	case p.Type == "text":
+		if p.Text == nil {
+			return nil, fieldErr("text", "a text content part needs a string text")
+		}
+	case p.Type == "image_url":
+		if p.ImageUrl == nil {
+			return nil, fieldErr("image_url", "an image_url content part needs an image_url object with a url")
+		}
+	case strict:
+		return nil, fieldErr("type", "content part type %q is not supported; use \"text\" or \"image_url\"", p.Type)
+	}
+	return p, nil
+}
+
+// imageURL parses an image_url object at d.pos; its url is required.
+func (d *decoder) imageURL() (*flexwayv1.ImageUrl, error) {
+	if err := d.openObject(); err != nil {
+		return nil, err
+	}
+	u := &flexwayv1.ImageUrl{}
+	hasURL := false
+	for first := true; ; first = false {
+		key, ok, err := d.member(first)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			break
+		}
+		switch string(key) {
+		case "url":
+			if u.Url, err = d.str(); err != nil {
+				return nil, nestKey(err, "url")
+			}
+			hasURL = true
+		case "detail":
+			if null, err := d.isNull(); err != nil {
+				return nil, err
+			} else if null {
+				u.Detail = nil
+				d.keepNull(&u.ExtraFields, "detail")
+				continue
+			}
+			s, err := d.str()
+			if err != nil {
+				return nil, nestKey(err, "detail")
+			}
+			u.Detail = &s
+			delete(u.ExtraFields, "detail")
+		default:
+			if err := d.extra(&u.ExtraFields, key); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if !hasURL {
+		return nil, fieldErr("url", "an image_url object needs a string url")
+	}
+	return u, nil
+}
+
+// appendMessage writes m as a JSON object: role (when not empty), content
+// (when set), name (when set), then its extra fields.
+func appendMessage(dst []byte, m *flexwayv1.ChatMessage, strict bool) ([]byte, error) {
+	if m == nil {
+		m = &flexwayv1.ChatMessage{}
+	}
+	o := open(dst)
+	if m.GetRole() != "" {
+		o.str("role", m.GetRole())
+	}
+	// The getters, not the oneof wrappers, read the values: a wrapper may be
+	// a nil pointer.
+	switch m.GetContent().(type) {
+	case *flexwayv1.ChatMessage_Text:
+		o.str("content", m.GetText())
+	case *flexwayv1.ChatMessage_Null:
+		o.null("content")
+	case *flexwayv1.ChatMessage_Parts:
+		o.key("content")
+		o.dst = append(o.dst, '[')
+		for i, p := range m.GetParts().GetParts() {
+			if i > 0 {
+				o.dst = append(o.dst, ',')
+			}
+			var err error
+			if o.dst, err = appendContentPart(o.dst, p, strict); err != nil {
+				return nil, nestKey(nestIndex(err, i), "content")
+			}
+		}
+		o.dst = append(o.dst, ']')
+	}
+	if m.Name != nil {
+		o.str("name", *m.Name)
+	}
+	err := o.extras(m.GetExtraFields(), func(k string) bool {
+		switch k {
+		case "role":
+			return m.GetRole() != ""
+		case "content":
+			return m.GetContent() != nil
+		case "name":
+			return m.Name != nil
+		}
+		return false
+	}, strict)
+	return o.close(), err
+}
+
+// appendContentPart writes one content part: type, text, image_url, then
+// its extra fields.
+func appendContentPart(dst []byte, p *flexwayv1.ContentPart, strict bool) ([]byte, error) {
+	if p == nil {
+		p = &flexwayv1.ContentPart{}
+	}
+	o := open(dst)
+	o.str("type", p.GetType())
+	if p.Text != nil {
+		o.str("text", *p.Text)
+	}
+	if u := p.GetImageUrl(); u != nil {
+		o.key("image_url")
+		var err error
+		if o.dst, err = appendImageURL(o.dst, u, strict); err != nil {
+			return nil, nestKey(err, "image_url")
+		}
+	}
+	err := o.extras(p.GetExtraFields(), func(k string) bool {
+		switch k {
+		case "type":
+			return true
+		case "text":
+			return p.Text != nil
+		case "image_url":
+			return p.GetImageUrl() != nil
+		}
+		return false
+	}, strict)
+	return o.close(), err
+}
+
+// appendImageURL writes an image_url object: url, detail, then its extra
+// fields.
+func appendImageURL(dst []byte, u *flexwayv1.ImageUrl, strict bool) ([]byte, error) {
+	o := open(dst)
+	o.str("url", u.GetUrl())
+	if u.Detail != nil {
+		o.str("detail", *u.Detail)
+	}
+	err := o.extras(u.GetExtraFields(), func(k string) bool {
+		return k == "url" || k == "detail" && u.Detail != nil
+	}, strict)
+	return o.close(), err
+}

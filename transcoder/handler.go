@@ -1,0 +1,238 @@
+package transcoder
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+
+	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
+	"github.com/flexway/flexway/server/faults"
+	"github.com/flexway/flexway/server/openaiwire"
+)
+
+// front serves the HTTP surface; see [New].
+type front struct {
+	opts       Options
+	chat       flexwayv1.ChatServiceClient
+	embeddings flexwayv1.EmbeddingsServiceClient
+	models     flexwayv1.ModelsServiceClient
+	log        *slog.Logger
+	forward    []string // lower-case header names
+}
+
+// New returns the HTTP front's handler. It is safe for concurrent use.
+func New(opts Options) (http.Handler, error) {
+	if opts.Conn == nil {
+		return nil, errors.New("transcoder: Options.Conn is required")
+	}
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	f := &front{
+		opts:       opts,
+		chat:       flexwayv1.NewChatServiceClient(opts.Conn),
+		embeddings: flexwayv1.NewEmbeddingsServiceClient(opts.Conn),
+		models:     flexwayv1.NewModelsServiceClient(opts.Conn),
+		log:        opts.Logger,
+		forward:    []string{"authorization", "x-request-id"},
+	}
+	if f.log == nil {
+		f.log = slog.New(slog.DiscardHandler)
+	}
+	for _, h := range opts.ForwardHeaders {
+		if h != "" {
+			f.forward = append(f.forward, strings.ToLower(h))
+		}
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/chat/completions", f.chatCompletions)
+	mux.HandleFunc("POST /v1/embeddings", f.createEmbedding)
+	mux.HandleFunc("GET /v1/models", f.listModels)
+	mux.HandleFunc("/v1/", f.v1NotFound)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"status":"ok"}`+"\n")
+	})
+	mux.HandleFunc("GET /readyz", f.readyz)
+	if opts.Fallback != nil {
+		mux.Handle("/", opts.Fallback)
+	} else {
+		mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+			WriteProblem(w, r, http.StatusNotFound, "no route for "+r.Method+" "+r.URL.Path)
+		})
+	}
+	return mux, nil
+}
+
+func (f *front) readyz(w http.ResponseWriter, r *http.Request) {
+	if f.opts.Ready != nil {
+		if err := f.opts.Ready(); err != nil {
+			WriteProblem(w, r, http.StatusServiceUnavailable, err.Error())
+			return
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = io.WriteString(w, `{"status":"ready"}`+"\n")
+}
+
+// v1NotFound answers /v1/* paths and methods that do not exist, in OpenAI's
+// envelope.
+func (f *front) v1NotFound(w http.ResponseWriter, r *http.Request) {
+	switch r.URL.Path {
+	case "/v1/chat/completions", "/v1/embeddings", "/v1/models":
+		w.Header().Set("Allow", map[string]string{"/v1/models": "GET"}[r.URL.Path]+map[bool]string{true: "POST"}[r.URL.Path != "/v1/models"])
+		fe := faults.New(faults.InvalidRequest, "method %s is not allowed on %s", r.Method, r.URL.Path)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusMethodNotAllowed)
+		_, _ = w.Write(openaiErrorBody(fe))
+		return
+	}
+	writeOpenAIError(w, faults.New(faults.NotFound, "unknown path %s %s", r.Method, r.URL.Path))
+}
+
+// outgoing returns ctx carrying the forwarded request headers as gRPC
+// metadata.
+func (f *front) outgoing(r *http.Request) context.Context {
+	md := metadata.MD{}
+	for _, h := range f.forward {
+		if v := r.Header.Values(h); len(v) > 0 {
+			md[h] = v
+		}
+	}
+	return metadata.NewOutgoingContext(r.Context(), md)
+}
+
+// readBody reads the request body up to the limit; a larger body is
+// refused as soon as it is known to be larger, never buffered whole.
+func (f *front) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *faults.Error) {
+	limit := f.opts.MaxBodyBytes
+	if r.ContentLength > limit {
+		return nil, f.tooLarge()
+	}
+	var buf bytes.Buffer
+	if r.ContentLength > 0 {
+		buf.Grow(int(r.ContentLength) + bytes.MinRead)
+	}
+	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, f.tooLarge()
+		}
+		return nil, faults.Wrap(faults.InvalidRequest, err, "could not read the request body")
+	}
+	return buf.Bytes(), nil
+}
+
+func (f *front) tooLarge() *faults.Error {
+	return faults.New(faults.RequestTooLarge, "request body is larger than %d bytes", f.opts.MaxBodyBytes)
+}
+
+// authorized refuses a request without credentials before its body is read;
+// the key itself is checked by the identity interceptor.
+func authorized(w http.ResponseWriter, r *http.Request) bool {
+	if r.Header.Get("Authorization") == "" {
+		writeOpenAIError(w, faults.New(faults.InvalidAPIKey, "missing API key: send Authorization: Bearer <key>"))
+		return false
+	}
+	return true
+}
+
+// copyHeaders writes the core's response metadata (x-request-id,
+// flexway-*) as HTTP headers.
+func copyHeaders(w http.ResponseWriter, md metadata.MD) {
+	for k, vs := range md {
+		if k == "x-request-id" || strings.HasPrefix(k, "flexway-") {
+			for _, v := range vs {
+				w.Header().Add(k, v)
+			}
+		}
+	}
+}
+
+func (f *front) chatCompletions(w http.ResponseWriter, r *http.Request) {
+	if !authorized(w, r) {
+		return
+	}
+	body, fe := f.readBody(w, r)
+	if fe != nil {
+		writeOpenAIError(w, fe)
+		return
+	}
+	req, err := openaiwire.ParseChatCompletionRequest(body)
+	if err != nil {
+		writeOpenAIError(w, faults.As(err))
+		return
+	}
+	ctx := f.outgoing(r)
+	if req.GetStream() {
+		f.streamChat(ctx, w, req)
+		return
+	}
+	var header, trailer metadata.MD
+	resp, err := f.chat.CreateChatCompletion(ctx, req, grpc.Header(&header), grpc.Trailer(&trailer))
+	copyHeaders(w, header)
+	if err != nil {
+		f.fail(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	out := openaiwire.AppendChatCompletion(make([]byte, 0, 1024), resp)
+	_, _ = w.Write(append(out, '\n'))
+}
+
+func (f *front) createEmbedding(w http.ResponseWriter, r *http.Request) {
+	if !authorized(w, r) {
+		return
+	}
+	body, fe := f.readBody(w, r)
+	if fe != nil {
+		writeOpenAIError(w, fe)
+		return
+	}
+	req, err := openaiwire.ParseEmbeddingRequest(body)
+	if err != nil {
+		writeOpenAIError(w, faults.As(err))
+		return
+	}
+	var header metadata.MD
+	resp, err := f.embeddings.CreateEmbedding(f.outgoing(r), req, grpc.Header(&header))
+	copyHeaders(w, header)
+	if err != nil {
+		f.fail(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(append(openaiwire.AppendEmbeddingResponse(nil, resp), '\n'))
+}
+
+func (f *front) listModels(w http.ResponseWriter, r *http.Request) {
+	if !authorized(w, r) {
+		return
+	}
+	var header metadata.MD
+	resp, err := f.models.ListModels(f.outgoing(r), &flexwayv1.ListModelsRequest{}, grpc.Header(&header))
+	copyHeaders(w, header)
+	if err != nil {
+		f.fail(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(append(openaiwire.AppendModelList(nil, resp), '\n'))
+}
+
+// fail writes the error of a core call in OpenAI's envelope.
+func (f *front) fail(w http.ResponseWriter, r *http.Request, err error) {
+	fe := toFault(err)
+	if fe.HTTPStatus() >= 500 {
+		f.log.WarnContext(r.Context(), "request failed", "path", r.URL.Path, "reason", string(fe.Reason), "status", fe.HTTPStatus())
+	}
+	writeOpenAIError(w, fe)
+}
