@@ -31,10 +31,13 @@ generate: tools
 	rm -rf gen
 	$(BIN)/buf generate
 
-# Fails when gen/ does not match proto/.
-check-generated: generate
-	git diff --exit-code -- gen
-	@test -z "$$(git status --porcelain -- gen)" || (git status --porcelain -- gen; echo "gen/ is stale: run make generate" >&2; exit 1)
+# Fails when the committed gen/ does not match what proto/ generates; the
+# tree is left untouched. Also lints the protos.
+check-generated: tools
+	$(BIN)/buf lint
+	@tmp=$$(mktemp -d) && trap 'rm -rf $$tmp' EXIT && \
+	$(BIN)/buf generate -o $$tmp && \
+	if diff -r gen $$tmp/gen; then echo "gen/ is up to date"; else echo "gen/ is stale: run make generate and commit gen/" >&2; exit 1; fi
 
 lint-proto: $(BIN)/buf
 	$(BIN)/buf lint

@@ -31,8 +31,8 @@
 //
 // All endpoints live under /v1 and answer errors in OpenAI's envelope,
 // {"error":{"message":...,"type":...,"param":...,"code":...}}: malformed JSON
-// and invalid parameters are 400, an unknown path is 404 and a wrong method
-// is 405.
+// and invalid parameters are 400, a missing or wrong bearer token is 401, an
+// unknown path is 404, a wrong method is 405 and a body over 8 MiB is 413.
 //
 //   - POST /v1/chat/completions returns a chat.completion object, or with
 //     "stream": true a text/event-stream of chat.completion.chunk objects: a

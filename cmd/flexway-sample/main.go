@@ -24,6 +24,8 @@ const shutdownTimeout = 5 * time.Second
 // explained them on stderr.
 var errUsage = errors.New("usage error")
 
+// main wires SIGINT and SIGTERM to run's context and turns its error into
+// the exit status: 2 for command-line errors, 1 for others.
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)

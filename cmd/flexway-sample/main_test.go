@@ -15,6 +15,7 @@ import (
 // lineWriter hands every write to a channel, for reading run's stdout.
 type lineWriter chan string
 
+// Write implements [io.Writer].
 func (w lineWriter) Write(p []byte) (int, error) {
 	w <- string(p)
 	return len(p), nil

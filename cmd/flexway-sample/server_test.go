@@ -71,12 +71,14 @@ type syncBuffer struct {
 	buf bytes.Buffer
 }
 
+// Write implements [io.Writer].
 func (b *syncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.Write(p)
 }
 
+// String returns everything written so far.
 func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -452,6 +454,7 @@ func TestChatCompletionStream(t *testing.T) {
 	}
 }
 
+// itoa formats n as JSON.
 func itoa(n int) string {
 	b, _ := json.Marshal(n)
 	return string(b)
@@ -611,6 +614,7 @@ func docVector(data string, dims int) []float32 {
 	return out
 }
 
+// equalFloats reports whether a and b hold exactly the same values.
 func equalFloats(a, b []float32) bool {
 	if len(a) != len(b) {
 		return false

@@ -1,0 +1,109 @@
+package main
+
+import (
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/flexway/flexway/server/config"
+)
+
+// These benchmarks run the gateway inside the benchmark process, so
+// allocs/op and B/op count everything one call allocates here: the caller's
+// request, the HTTP front, the in-process gRPC channel, the interceptor
+// chain, the core, the backend's client and the fake upstream's handler.
+// That is the point: it is the whole cost of a call on one machine. The
+// load harness, cmd/flexway-load, measures the same path across processes.
+//
+//	go test -run '^$' -bench ChatCompletion -benchmem ./cmd/flexway/
+
+// benchChatBody is the non-streaming request both benchmarks send.
+const benchChatBody = `{"model":"m-large","messages":[{"role":"user","content":"Say hello to the benchmark."}]}`
+
+// newBenchUpstream is an upstream that answers every request with the
+// canned [completion]. Unlike [newUpstream] it records nothing, so that
+// neither its memory nor its allocations grow with b.N.
+func newBenchUpstream(b *testing.B) *httptest.Server {
+	b.Helper()
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		jsonHandler(http.StatusOK, completion)(w, r)
+	}))
+	b.Cleanup(up.Close)
+	return up
+}
+
+// BenchmarkChatCompletionInProcess measures one non-streaming chat
+// completion through a running gateway ([startGateway]): a full HTTP round
+// trip over loopback with a keep-alive client, identity checked, answered
+// by a fake upstream.
+func BenchmarkChatCompletionInProcess(b *testing.B) {
+	up := newBenchUpstream(b)
+	g := startGateway(b, baseConfig(b, up.URL, ""))
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4, DisableCompression: true}}
+	b.Cleanup(client.CloseIdleConnections)
+	url := g.HTTP + "/v1/chat/completions"
+
+	b.ReportAllocs()
+	for b.Loop() {
+		req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(benchChatBody))
+		if err != nil {
+			b.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+demoKey)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := client.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, err = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			b.Fatalf("status %d, read error %v", resp.StatusCode, err)
+		}
+	}
+}
+
+// BenchmarkChatCompletionHandler measures only the in-process path of the
+// same call: the gateway's HTTP handler is called directly, with no caller
+// connection or HTTP server in front of it, so the difference from
+// [BenchmarkChatCompletionInProcess] is the caller-side HTTP. The hop to the
+// fake upstream is still loopback HTTP.
+func BenchmarkChatCompletionHandler(b *testing.B) {
+	up := newBenchUpstream(b)
+	b.Setenv("FLEXWAY_TEST_KEY", demoKey)
+	b.Setenv("FLEXWAY_TEST_UPSTREAM_TOKEN", "upstream-secret-token")
+	path := filepath.Join(b.TempDir(), "flexway.yaml")
+	if err := os.WriteFile(path, []byte(baseConfig(b, up.URL, "")), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	cfg, _, err := config.Load(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	// The same wiring serve runs, minus the listeners: build, then serve
+	// the gRPC core on the in-process channel only.
+	gw, err := build(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		b.Fatal(err)
+	}
+	go func() { _ = gw.grpc.Serve(gw.inproc) }()
+	b.Cleanup(gw.close)
+
+	b.ReportAllocs()
+	for b.Loop() {
+		req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(benchChatBody))
+		req.Header.Set("Authorization", "Bearer "+demoKey)
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		gw.http.ServeHTTP(rec, req)
+		if rec.Code != http.StatusOK {
+			b.Fatalf("status %d: %s", rec.Code, rec.Body)
+		}
+	}
+}
