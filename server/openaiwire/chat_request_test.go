@@ -262,3 +262,27 @@ func TestAppendStringEscapes(t *testing.T) {
 		})
 	}
 }
+
+// TestParseCopiesInput checks that a parsed message shares no memory with
+// its input, which the caller may reuse.
+func TestParseCopiesInput(t *testing.T) {
+	t.Parallel()
+	in := readTestdata(t, "chat_request_tools.json")
+	req, err := openaiwire.ParseChatCompletionRequest(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := proto.Clone(req)
+	for i := range in {
+		in[i] = 'X'
+	}
+	if !proto.Equal(want, req) {
+		t.Errorf("overwriting the input changed the parsed request")
+	}
+	// Appending to one extra value does not write over another.
+	seed := req.GetExtraFields()["seed"]
+	_ = append(seed, "999"...)
+	if !proto.Equal(want, req) {
+		t.Errorf("appending to an extra value changed the request")
+	}
+}

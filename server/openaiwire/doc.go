@@ -35,7 +35,7 @@
 // a fraction or exponent (`100.0`, `1e2`); any other number is refused.
 //
 // Client requests ([ParseChatCompletionRequest], [ParseEmbeddingRequest])
-// are validated as OpenAI validates them and fail with a [*faults.Error] of
+// are checked as their docs list and fail with a [*faults.Error] of
 // reason [faults.InvalidRequest] whose Param names the field in OpenAI's
 // notation (`messages[2].content[1].type`). Upstream responses
 // ([ParseChatCompletion], [ParseChatCompletionChunk],
@@ -52,8 +52,11 @@
 // that is not exactly one valid JSON value (a message built by a gRPC
 // caller, for example) makes [AppendChatCompletionRequest] and
 // [AppendEmbeddingRequest] fail with [faults.InvalidRequest]; the response
-// encoders, which cannot fail, write such a value as null. Chunks are
-// written without SSE framing: the caller adds "data: " and the blank line.
+// encoders, which cannot fail, write such a value as null. Request encoders
+// write extra values byte for byte; response encoders compact an extra value
+// that holds a line break, so that their output never holds one and a chunk
+// always fits one SSE data line. Chunks are written without SSE framing:
+// the caller adds "data: " and the blank line.
 //
 // Every function is safe for concurrent use; none keeps a reference to its
 // arguments.

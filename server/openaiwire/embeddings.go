@@ -433,14 +433,14 @@ func (d *decoder) vector(e *flexwayv1.Embedding) error {
 	default:
 		return d.typeErr("an array of numbers or a base64 string")
 	}
-	// Size the vector exactly: validate the array, count its commas.
-	start := d.pos
-	if err := d.skip(0); err != nil {
-		return err
+	// Size the vector from the commas before the first ']': exact for an
+	// array of numbers, and only a capacity hint for anything else.
+	d.pos++
+	size := 0
+	if end := bytes.IndexByte(d.data[d.pos:], ']'); end >= 0 {
+		size = bytes.Count(d.data[d.pos:d.pos+end], []byte{','}) + 1
 	}
-	end := d.pos
-	d.pos = start + 1
-	floats := make([]float64, 0, bytes.Count(d.data[start:end], []byte{','})+1)
+	floats := make([]float64, 0, size)
 	for i := 0; ; i++ {
 		ok, err := d.element(i == 0)
 		if err != nil {

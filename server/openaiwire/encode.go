@@ -3,6 +3,7 @@ package openaiwire
 import (
 	"bytes"
 	"math"
+	"math/bits"
 	"slices"
 	"strconv"
 	"unicode/utf8"
@@ -25,10 +26,12 @@ func appendString(dst []byte, s string) []byte {
 	start := 0
 	i := 0
 	for {
-		// Skip printable ASCII eight bytes at a time.
+		// Skip printable ASCII eight bytes at a time, up to the first byte
+		// that needs a look.
 		for i+8 <= len(s) {
 			x := load64(s, i)
-			if (x&msb|hasLess(x, 0x20)|hasZero(x^quote)|hasZero(x^bslsh))&msb != 0 {
+			if m := x&msb | specialMask(x); m != 0 {
+				i += bits.TrailingZeros64(m) >> 3
 				break
 			}
 			i += 8
