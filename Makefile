@@ -26,6 +26,9 @@ $(BIN)/protoc-gen-go-grpc:
 $(BIN)/grpcurl:
 	GOBIN=$(BIN) $(GO) install github.com/fullstorydev/grpcurl/cmd/grpcurl@$(GRPCURL_VERSION)
 
+# Short names for the tools, e.g. `make .bin/grpcurl`.
+.bin/%: $(BIN)/% ;
+
 # Rebuild gen/ from proto/ (offline: local plugins, no BSR).
 generate: tools
 	rm -rf gen

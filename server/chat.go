@@ -171,6 +171,11 @@ func (c *Core) relay(ss flexwayv1.ChatService_StreamChatCompletionServer, stream
 				ch.Usage = nil
 			}
 		}
+		if !wantUsage {
+			// include_usage was Flexway's addition: its "usage": null in
+			// every chunk is not shown to a client that did not ask.
+			delete(ch.GetExtraFields(), "usage")
+		}
 		if !sent && !hasContent(ch) {
 			held = append(held, ch)
 			continue

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strconv"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/flexway/flexway/server/faults"
@@ -12,11 +14,37 @@ import (
 )
 
 // toFault turns an error of a gRPC call to the core into the core's error.
+// A status the core did not make (no Flexway ErrorInfo: the in-process
+// channel's own, when it is closed or a message is over its limit) keeps
+// none of its message, which describes Flexway's internals; the status is
+// kept as the cause, for logs.
 func toFault(err error) *faults.Error {
-	if st, ok := status.FromError(err); ok {
+	st, ok := status.FromError(err)
+	if !ok {
+		return faults.As(err)
+	}
+	if fromCore(st) {
 		return faults.FromStatus(st)
 	}
-	return faults.As(err)
+	switch st.Code() {
+	case codes.Canceled:
+		return faults.Wrap(faults.Canceled, err, "the request was canceled")
+	case codes.DeadlineExceeded:
+		return faults.Wrap(faults.UpstreamTimeout, err, "the request timed out")
+	case codes.Unavailable:
+		return faults.Wrap(faults.Unavailable, err, "the gateway cannot take this call now; retry")
+	}
+	return faults.Wrap(faults.Internal, err, "internal error")
+}
+
+// fromCore reports whether st carries Flexway's ErrorInfo.
+func fromCore(st *status.Status) bool {
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetDomain() == faults.Domain {
+			return true
+		}
+	}
+	return false
 }
 
 // writeOpenAIError writes err in OpenAI's envelope with its HTTP status; an

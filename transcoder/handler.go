@@ -232,7 +232,11 @@ func (f *front) listModels(w http.ResponseWriter, r *http.Request) {
 func (f *front) fail(w http.ResponseWriter, r *http.Request, err error) {
 	fe := toFault(err)
 	if fe.HTTPStatus() >= 500 {
-		f.log.WarnContext(r.Context(), "request failed", "path", r.URL.Path, "reason", string(fe.Reason), "status", fe.HTTPStatus())
+		attrs := []any{"path", r.URL.Path, "reason", string(fe.Reason), "status", fe.HTTPStatus()}
+		if fe.Err != nil {
+			attrs = append(attrs, "cause", fe.Err.Error())
+		}
+		f.log.WarnContext(r.Context(), "request failed", attrs...)
 	}
 	writeOpenAIError(w, fe)
 }

@@ -36,14 +36,20 @@ import (
 // gateway is a built Flexway: the gRPC server with its chain and services,
 // the in-process channel the HTTP front calls it through, and the HTTP
 // handler. Nothing listens until serve starts it.
+//
+// The in-process channel has a gRPC server of its own (inprocServer: the
+// same chain, the same core) so that it outlives the gRPC listener at
+// shutdown: an HTTP call in flight when shutdown begins reaches the core
+// after the gRPC listener stopped taking new calls.
 type gateway struct {
-	cfg     *config.Config
-	grpc    *grpc.Server
-	health  *health.Server
-	inproc  *bufconn.Listener
-	conn    *grpc.ClientConn
-	http    http.Handler
-	closeMu sync.Once
+	cfg          *config.Config
+	grpc         *grpc.Server // serves server.grpc, with health and reflection
+	inprocServer *grpc.Server // serves inproc, for the HTTP front
+	health       *health.Server
+	inproc       *bufconn.Listener
+	conn         *grpc.ClientConn
+	http         http.Handler
+	closeMu      sync.Once
 }
 
 // inprocBufferBytes is the in-process channel's buffer.
@@ -67,6 +73,7 @@ func build(cfg *config.Config, log *slog.Logger) (*gateway, error) {
 	maxMsg := int(cfg.AI.Vision.MaxBodyBytes) + 1<<20
 	opts := append(chain, grpc.MaxRecvMsgSize(maxMsg), grpc.MaxSendMsgSize(64<<20))
 	gs := grpc.NewServer(opts...)
+	is := grpc.NewServer(opts...)
 	core := server.New(server.Options{
 		Backends: bs,
 		Models:   models,
@@ -74,6 +81,7 @@ func build(cfg *config.Config, log *slog.Logger) (*gateway, error) {
 		Logger:   log,
 	})
 	core.Register(gs)
+	core.Register(is)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
 	reflection.Register(gs)
@@ -87,7 +95,7 @@ func build(cfg *config.Config, log *slog.Logger) (*gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	gw := &gateway{cfg: cfg, grpc: gs, health: hs, inproc: lis, conn: conn}
+	gw := &gateway{cfg: cfg, grpc: gs, inprocServer: is, health: hs, inproc: lis, conn: conn}
 	forward := []string{cfg.AI.SensitiveHeader}
 	for _, r := range cfg.Identity.Relays {
 		h := r.IdentityHeaders
@@ -106,11 +114,13 @@ func build(cfg *config.Config, log *slog.Logger) (*gateway, error) {
 	return gw, nil
 }
 
-// close releases the in-process channel and stops the gRPC server at once.
+// close releases the in-process channel and stops both gRPC servers at
+// once.
 func (g *gateway) close() {
 	g.closeMu.Do(func() {
 		g.conn.Close()
 		g.grpc.Stop()
+		g.inprocServer.Stop()
 	})
 }
 

@@ -205,3 +205,84 @@ func jsonHandler(status int, body string) http.HandlerFunc {
 		io.WriteString(w, body)
 	}
 }
+
+// send sends a request to the gateway: the demo key unless headers set
+// Authorization (an empty value sends none), Content-Type
+// application/json unless headers set it.
+func send(t testing.TB, g *testGW, method, path string, body io.Reader, headers map[string]string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(method, g.HTTP+path, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+demoKey)
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range headers {
+		if v == "" {
+			req.Header.Del(k)
+			continue
+		}
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
+
+// sseEvents splits a raw SSE body into the data of its events, in order.
+func sseEvents(raw []byte) []string {
+	var out []string
+	for _, ev := range strings.Split(strings.ReplaceAll(string(raw), "\r\n", "\n"), "\n\n") {
+		var data []string
+		for _, line := range strings.Split(ev, "\n") {
+			if v, ok := strings.CutPrefix(line, "data:"); ok {
+				data = append(data, strings.TrimPrefix(v, " "))
+			}
+		}
+		if len(data) > 0 {
+			out = append(out, strings.Join(data, "\n"))
+		}
+	}
+	return out
+}
+
+// sseUpstream answers every request with the given events as a stream, each
+// flushed, then `data: [DONE]`.
+func sseUpstream(events ...string) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		f := w.(http.Flusher)
+		for _, e := range events {
+			fmt.Fprintf(w, "data: %s\n\n", e)
+			f.Flush()
+		}
+		io.WriteString(w, "data: [DONE]\n\n")
+	}
+}
+
+// chunk is a canned chat.completion.chunk with the given choices JSON
+// (an array) and, when usage is not empty, a usage member.
+func chunk(choices, usage string) string {
+	s := `{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m-large","choices":` + choices
+	if usage != "" {
+		s += `,"usage":` + usage
+	}
+	return s + "}"
+}
+
+// wait waits for serve to return and gives its error back to the cleanup
+// of startGateway.
+func (g *testGW) wait(t testing.TB, d time.Duration) error {
+	t.Helper()
+	select {
+	case err := <-g.done:
+		g.done <- err
+		return err
+	case <-time.After(d):
+		t.Fatalf("serve did not return within %s", d)
+		return nil
+	}
+}

@@ -64,7 +64,7 @@ func serve(ctx context.Context, path string, stdout, stderr io.Writer, ready lis
 	var wg sync.WaitGroup
 	errc := make(chan error, 3)
 	wg.Add(3)
-	go func() { defer wg.Done(); errc <- gw.grpc.Serve(gw.inproc) }()
+	go func() { defer wg.Done(); errc <- gw.inprocServer.Serve(gw.inproc) }()
 	go func() { defer wg.Done(); errc <- gw.grpc.Serve(grpcLis) }()
 	go func() {
 		defer wg.Done()
@@ -90,9 +90,16 @@ func serve(ctx context.Context, path string, stdout, stderr io.Writer, ready lis
 	defer cancel()
 	done := make(chan struct{})
 	go func() {
+		// Both listeners stop accepting at once. The in-process channel
+		// stops only once every HTTP call has returned: an HTTP call in
+		// flight may not have reached the core yet.
 		var stop sync.WaitGroup
 		stop.Add(2)
-		go func() { defer stop.Done(); _ = hs.Shutdown(sctx) }()
+		go func() {
+			defer stop.Done()
+			_ = hs.Shutdown(sctx)
+			gw.inprocServer.GracefulStop()
+		}()
 		go func() { defer stop.Done(); gw.grpc.GracefulStop() }()
 		stop.Wait()
 		close(done)

@@ -1,0 +1,135 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// onlyReader hides every method of a reader but Read, so that the HTTP
+// client cannot know the body's length and sends it chunked.
+type onlyReader struct{ io.Reader }
+
+// TestBadInput: each bad request gets a 4xx in the OpenAI envelope (or
+// RFC 9457 problem details off /v1/), never a 500, and never reaches the
+// upstream.
+func TestBadInput(t *testing.T) {
+	up := newUpstream(t, jsonHandler(200, completion))
+	g := startGateway(t, baseConfig(t, up.URL, "  vision:\n    max_body_bytes: 1MiB\n"))
+	big := `{"model":"m-large","messages":[{"role":"user","content":"` + strings.Repeat("x", 2<<20) + `"}]}`
+	tests := []struct {
+		name    string
+		method  string
+		path    string
+		body    func() io.Reader
+		headers map[string]string
+		status  int
+		code    string // OpenAI error.code; empty for problem details
+		param   string // OpenAI error.param; empty means null
+		problem bool   // application/problem+json instead of the envelope
+	}{
+		{name: "malformed_json", body: str(`{"model":"m-large","messages":[`), status: 400, code: "invalid_request"},
+		{name: "trailing_garbage", body: str(`{"model":"m-large","messages":[{"role":"user","content":"hi"}]} x`), status: 400, code: "invalid_request"},
+		{name: "not_an_object", body: str(`[1,2]`), status: 400, code: "invalid_request"},
+		{name: "empty_body", body: str(``), status: 400, code: "invalid_request"},
+		{name: "messages_not_array", body: str(`{"model":"m-large","messages":"hi"}`), status: 400, code: "invalid_request", param: "messages"},
+		{name: "content_a_number", body: str(`{"model":"m-large","messages":[{"role":"user","content":42}]}`), status: 400, code: "invalid_request", param: "messages[0].content"},
+		{name: "empty_messages", body: str(`{"model":"m-large","messages":[]}`), status: 400, code: "invalid_request", param: "messages"},
+		{name: "missing_model", body: str(`{"messages":[{"role":"user","content":"hi"}]}`), status: 400, code: "invalid_request", param: "model"},
+		{name: "unknown_part_type", body: str(`{"model":"m-large","messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"video_url","video_url":{"url":"https://x"}}]}]}`), status: 400, code: "invalid_request", param: "messages[0].content[1].type"},
+		{name: "invalid_utf8", body: func() io.Reader {
+			return bytes.NewReader([]byte("{\"model\":\"m-large\",\"messages\":[{\"role\":\"user\",\"content\":\"caf\xe9 \xff\xfe\"}]}"))
+		}, status: 400, code: "invalid_request"},
+		{name: "message_null", body: str(`{"model":"m-large","messages":[null]}`), status: 400, code: "invalid_request", param: "messages[0]"},
+		{name: "stream_a_string", body: str(`{"model":"m-large","stream":"yes","messages":[{"role":"user","content":"hi"}]}`), status: 400, code: "invalid_request", param: "stream"},
+		{name: "n_zero", body: str(`{"model":"m-large","n":0,"messages":[{"role":"user","content":"hi"}]}`), status: 400, code: "invalid_request", param: "n"},
+		{name: "max_tokens_huge", body: str(`{"model":"m-large","max_tokens":1e400,"messages":[{"role":"user","content":"hi"}]}`), status: 400, code: "invalid_request", param: "max_tokens"},
+		{name: "raw_control_character", body: str("{\"model\":\"m-large\",\"messages\":[{\"role\":\"user\",\"content\":\"a\x00b\"}]}"), status: 400, code: "invalid_request"},
+		{name: "nesting_too_deep", body: str(`{"model":"m-large","messages":[{"role":"user","content":"hi"}],"x":` + strings.Repeat("[", 20000) + strings.Repeat("]", 20000) + `}`), status: 400, code: "invalid_request"},
+		{name: "embeddings_malformed", path: "/v1/embeddings", body: str(`{"model":"m-small","input":`), status: 400, code: "invalid_request"},
+		{name: "embeddings_no_input", path: "/v1/embeddings", body: str(`{"model":"m-small"}`), status: 400, code: "invalid_request", param: "input"},
+		{name: "embeddings_empty_input", path: "/v1/embeddings", body: str(`{"model":"m-small","input":[]}`), status: 400, code: "invalid_request", param: "input"},
+		{name: "body_over_limit", body: str(big), status: 413, code: "request_too_large"},
+		{name: "body_over_limit_chunked", body: func() io.Reader { return onlyReader{strings.NewReader(big)} }, status: 413, code: "request_too_large"},
+		{name: "no_authorization", body: str(`{"model":"m-large","messages":[{"role":"user","content":"hi"}]}`), headers: map[string]string{"Authorization": ""}, status: 401, code: "invalid_api_key"},
+		{name: "unknown_key", body: str(`{"model":"m-large","messages":[{"role":"user","content":"hi"}]}`), headers: map[string]string{"Authorization": "Bearer sk-nope"}, status: 401, code: "invalid_api_key"},
+		{name: "no_authorization_models", method: "GET", path: "/v1/models", headers: map[string]string{"Authorization": ""}, status: 401, code: "invalid_api_key"},
+		{name: "wrong_method", method: "GET", status: 405, code: "invalid_request"},
+		{name: "unknown_v1_path", method: "POST", path: "/v1/foo", body: str(`{}`), status: 404, code: "not_found"},
+		{name: "unknown_path_problem", method: "GET", path: "/foo/bar", status: 404, problem: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			method, path := tt.method, tt.path
+			if method == "" {
+				method = "POST"
+			}
+			if path == "" {
+				path = "/v1/chat/completions"
+			}
+			var body io.Reader
+			if tt.body != nil {
+				body = tt.body()
+			}
+			resp := send(t, g, method, path, body, tt.headers)
+			raw, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != tt.status {
+				t.Fatalf("status %d, want %d: %.300s", resp.StatusCode, tt.status, raw)
+			}
+			if tt.problem {
+				if ct := resp.Header.Get("Content-Type"); ct != "application/problem+json" {
+					t.Fatalf("Content-Type %q", ct)
+				}
+				var p struct {
+					Type   string `json:"type"`
+					Title  string `json:"title"`
+					Status int    `json:"status"`
+				}
+				if err := json.Unmarshal(raw, &p); err != nil || p.Status != tt.status || p.Title != http.StatusText(tt.status) || p.Type == "" {
+					t.Fatalf("problem details %+v (%v): %s", p, err, raw)
+				}
+				return
+			}
+			if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+				t.Fatalf("Content-Type %q: %s", ct, raw)
+			}
+			var env struct {
+				Error *struct {
+					Message string  `json:"message"`
+					Type    string  `json:"type"`
+					Param   *string `json:"param"`
+					Code    *string `json:"code"`
+				} `json:"error"`
+			}
+			if err := json.Unmarshal(raw, &env); err != nil || env.Error == nil {
+				t.Fatalf("not the OpenAI envelope (%v): %s", err, raw)
+			}
+			e := env.Error
+			if e.Code == nil || *e.Code != tt.code || e.Message == "" || e.Type != "invalid_request_error" {
+				t.Fatalf("error %s, want code %q", raw, tt.code)
+			}
+			switch {
+			case tt.param == "" && e.Param != nil:
+				t.Fatalf("param %q, want null: %s", *e.Param, raw)
+			case tt.param != "" && (e.Param == nil || *e.Param != tt.param):
+				t.Fatalf("param %v, want %q: %s", e.Param, tt.param, raw)
+			}
+			if tt.status == http.StatusMethodNotAllowed && resp.Header.Get("Allow") != "POST" {
+				t.Fatalf("Allow %q, want POST", resp.Header.Get("Allow"))
+			}
+			if n := len(up.requests()); n != 0 {
+				t.Fatalf("the upstream saw %d requests", n)
+			}
+		})
+	}
+	if n := len(up.requests()); n != 0 {
+		t.Fatalf("the upstream saw %d requests", n)
+	}
+}
+
+func str(s string) func() io.Reader {
+	return func() io.Reader { return strings.NewReader(s) }
+}

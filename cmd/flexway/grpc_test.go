@@ -1,0 +1,258 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
+)
+
+// grpcConn dials the gateway's gRPC listener.
+func grpcConn(t *testing.T, g *testGW) *grpc.ClientConn {
+	t.Helper()
+	conn, err := grpc.NewClient(g.GRPC, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// withKey returns a context for one call carrying key as a bearer token
+// (none when key is empty), bounded to 10 s.
+func withKey(t *testing.T, key string) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	if key == "" {
+		return ctx
+	}
+	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+key)
+}
+
+func userMessage(text string) *flexwayv1.ChatMessage {
+	return &flexwayv1.ChatMessage{Role: "user", Content: &flexwayv1.ChatMessage_Text{Text: text}}
+}
+
+func TestGRPCChatUnary(t *testing.T) {
+	up := newUpstream(t, jsonHandler(200, completion))
+	g := startGateway(t, baseConfig(t, up.URL, ""))
+	client := flexwayv1.NewChatServiceClient(grpcConn(t, g))
+	var header metadata.MD
+	resp, err := client.CreateChatCompletion(withKey(t, demoKey), &flexwayv1.CreateChatCompletionRequest{
+		Model:    "m-large",
+		Messages: []*flexwayv1.ChatMessage{userMessage("Hello")},
+	}, grpc.Header(&header))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := resp.GetChoices()[0].GetMessage().GetText(); got != "Hello from upstream" {
+		t.Fatalf("content %q", got)
+	}
+	if resp.GetModel() != "m-large" || resp.GetUsage().GetTotalTokens() != 15 || resp.GetChoices()[0].GetFinishReason() != "stop" {
+		t.Fatalf("response %v", resp)
+	}
+	if string(resp.GetExtraFields()["system_fingerprint"]) != `"fp_1"` {
+		t.Fatalf("extra fields %q", resp.GetExtraFields())
+	}
+	if len(header.Get("x-request-id")) != 1 {
+		t.Fatalf("no request id in the header: %v", header)
+	}
+	reqs := up.requests()
+	if len(reqs) != 1 || reqs[0].Body["model"] != "m-large" {
+		t.Fatalf("upstream requests %v", reqs)
+	}
+	msgs := reqs[0].Body["messages"].([]any)
+	if m := msgs[0].(map[string]any); m["role"] != "user" || m["content"] != "Hello" {
+		t.Fatalf("upstream messages %v", msgs)
+	}
+}
+
+func TestGRPCChatStream(t *testing.T) {
+	words := []string{"alpha ", "beta ", "gamma ", "delta"}
+	events := []string{chunk(`[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]`, "")}
+	for _, w := range words {
+		events = append(events, chunk(fmt.Sprintf(`[{"index":0,"delta":{"content":%q},"finish_reason":null}]`, w), ""))
+	}
+	events = append(events,
+		chunk(`[{"index":0,"delta":{},"finish_reason":"stop"}]`, ""),
+		chunk(`[]`, `{"prompt_tokens":4,"completion_tokens":4,"total_tokens":8}`))
+	up := newUpstream(t, sseUpstream(events...))
+	g := startGateway(t, baseConfig(t, up.URL, ""))
+	client := flexwayv1.NewChatServiceClient(grpcConn(t, g))
+	include := true
+	stream, err := client.StreamChatCompletion(withKey(t, demoKey), &flexwayv1.CreateChatCompletionRequest{
+		Model:         "m-large",
+		Messages:      []*flexwayv1.ChatMessage{userMessage("count")},
+		StreamOptions: &flexwayv1.StreamOptions{IncludeUsage: &include},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	var finish string
+	var usage int64
+	for {
+		ch, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("after %q: %v", got, err)
+		}
+		if u := ch.GetUsage(); u != nil {
+			usage = u.GetTotalTokens()
+		}
+		for _, c := range ch.GetChoices() {
+			if s := c.GetDelta().GetText(); s != "" {
+				got = append(got, s)
+			}
+			if c.FinishReason != nil {
+				finish = c.GetFinishReason()
+			}
+		}
+	}
+	if strings.Join(got, "|") != strings.Join(words, "|") || finish != "stop" || usage != 8 {
+		t.Fatalf("chunks %q finish %q usage %d", got, finish, usage)
+	}
+	if b := up.requests()[0].Body; b["stream"] != true {
+		t.Fatalf("upstream request %v", b)
+	}
+}
+
+func TestGRPCEmbeddings(t *testing.T) {
+	up := newUpstream(t, jsonHandler(200, `{"object":"list","data":[{"object":"embedding","index":0,"embedding":[0.25,-0.5]},{"object":"embedding","index":1,"embedding":[1,2]}],"model":"m-small","usage":{"prompt_tokens":3,"total_tokens":3}}`))
+	g := startGateway(t, baseConfig(t, up.URL, ""))
+	client := flexwayv1.NewEmbeddingsServiceClient(grpcConn(t, g))
+	resp, err := client.CreateEmbedding(withKey(t, demoKey), &flexwayv1.CreateEmbeddingRequest{
+		Model: "m-small",
+		Input: &flexwayv1.EmbeddingInput{Input: &flexwayv1.EmbeddingInput_Texts{Texts: &flexwayv1.Texts{Values: []string{"a", "b"}}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := resp.GetData()
+	if len(d) != 2 || d[0].GetFloats()[1] != -0.5 || d[1].GetIndex() != 1 || d[1].GetFloats()[1] != 2 || resp.GetUsage().GetPromptTokens() != 3 {
+		t.Fatalf("embeddings %v", resp)
+	}
+	in, _ := up.requests()[0].Body["input"].([]any)
+	if len(in) != 2 || in[0] != "a" || in[1] != "b" {
+		t.Fatalf("upstream input %v", up.requests()[0].Body)
+	}
+}
+
+func TestGRPCErrors(t *testing.T) {
+	up := newUpstream(t, jsonHandler(200, completion))
+	g := startGateway(t, baseConfig(t, up.URL, ""))
+	client := flexwayv1.NewChatServiceClient(grpcConn(t, g))
+	tests := []struct {
+		name   string
+		key    string
+		req    *flexwayv1.CreateChatCompletionRequest
+		code   codes.Code
+		reason string
+		param  string
+	}{
+		{"missing key", "", &flexwayv1.CreateChatCompletionRequest{Model: "m-large", Messages: []*flexwayv1.ChatMessage{userMessage("hi")}}, codes.Unauthenticated, "invalid_api_key", ""},
+		{"unknown key", "sk-nope", &flexwayv1.CreateChatCompletionRequest{Model: "m-large", Messages: []*flexwayv1.ChatMessage{userMessage("hi")}}, codes.Unauthenticated, "invalid_api_key", ""},
+		{"empty messages", demoKey, &flexwayv1.CreateChatCompletionRequest{Model: "m-large"}, codes.InvalidArgument, "invalid_request", "messages"},
+		{"missing model", demoKey, &flexwayv1.CreateChatCompletionRequest{Messages: []*flexwayv1.ChatMessage{userMessage("hi")}}, codes.InvalidArgument, "invalid_request", "model"},
+	}
+	for _, tt := range tests {
+		for _, streaming := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s stream=%v", tt.name, streaming), func(t *testing.T) {
+				var err error
+				if streaming {
+					var s flexwayv1.ChatService_StreamChatCompletionClient
+					s, err = client.StreamChatCompletion(withKey(t, tt.key), tt.req)
+					if err == nil {
+						_, err = s.Recv()
+					}
+				} else {
+					_, err = client.CreateChatCompletion(withKey(t, tt.key), tt.req)
+				}
+				st, ok := status.FromError(err)
+				if !ok || st.Code() != tt.code {
+					t.Fatalf("err = %v, want code %v", err, tt.code)
+				}
+				var info *errdetails.ErrorInfo
+				for _, d := range st.Details() {
+					if d, ok := d.(*errdetails.ErrorInfo); ok {
+						info = d
+					}
+				}
+				if info == nil || info.GetReason() != tt.reason || info.GetDomain() != "flexway.dev" {
+					t.Fatalf("ErrorInfo %v, want reason %q domain flexway.dev", info, tt.reason)
+				}
+				if p := info.GetMetadata()["param"]; p != tt.param {
+					t.Fatalf("param %q, want %q", p, tt.param)
+				}
+			})
+		}
+	}
+	if n := len(up.requests()); n != 0 {
+		t.Fatalf("the upstream saw %d requests", n)
+	}
+}
+
+// grpcurlPath finds grpcurl: on PATH, else in the repository's .bin/
+// where `make test` installs it.
+func grpcurlPath(t *testing.T) string {
+	t.Helper()
+	if p, err := exec.LookPath("grpcurl"); err == nil {
+		return p
+	}
+	p, err := filepath.Abs(filepath.Join("..", "..", ".bin", "grpcurl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("grpcurl is needed for the reflection test and is neither on PATH nor at %s: run `make .bin/grpcurl` at the repository root (the Makefile names the target by its absolute path: `make %s`), or `make test`, which installs it", p, p)
+	}
+	return p
+}
+
+func TestGRPCurlReflection(t *testing.T) {
+	grpcurl := grpcurlPath(t)
+	up := newUpstream(t, jsonHandler(200, completion))
+	g := startGateway(t, baseConfig(t, up.URL, ""))
+	run := func(args ...string) string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, grpcurl, args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("grpcurl %q: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	list := run("-plaintext", g.GRPC, "list")
+	for _, svc := range []string{"flexway.v1.ChatService", "flexway.v1.EmbeddingsService", "flexway.v1.ModelsService"} {
+		if !strings.Contains(list, svc+"\n") {
+			t.Errorf("grpcurl list lacks %s:\n%s", svc, list)
+		}
+	}
+	out := run("-plaintext", "-H", "authorization: Bearer "+demoKey,
+		"-d", `{"model":"m-large","messages":[{"role":"user","text":"Hello"}]}`,
+		g.GRPC, "flexway.v1.ChatService/CreateChatCompletion")
+	if !strings.Contains(out, `"text": "Hello from upstream"`) {
+		t.Fatalf("grpcurl call output:\n%s", out)
+	}
+	if n := len(up.requests()); n != 1 {
+		t.Fatalf("upstream saw %d requests", n)
+	}
+}
