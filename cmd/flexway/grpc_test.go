@@ -66,7 +66,7 @@ func TestGRPCChatUnary(t *testing.T) {
 	if resp.GetModel() != "m-large" || resp.GetUsage().GetTotalTokens() != 15 || resp.GetChoices()[0].GetFinishReason() != "stop" {
 		t.Fatalf("response %v", resp)
 	}
-	if string(resp.GetExtraFields()["system_fingerprint"]) != `"fp_1"` {
+	if resp.GetExtraFields()["system_fingerprint"] != `"fp_1"` {
 		t.Fatalf("extra fields %q", resp.GetExtraFields())
 	}
 	if len(header.Get("x-request-id")) != 1 {

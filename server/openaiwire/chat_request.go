@@ -163,7 +163,7 @@ func parseChatCompletionRequest(data []byte) (*flexwayv1.CreateChatCompletionReq
 // keptNull consumes a null at d.pos, keeps it in *m under key (see
 // keepNull) and reports true; it reports false and consumes nothing when
 // the value is not null.
-func (d *decoder) keptNull(m *map[string][]byte, key string) (bool, error) {
+func (d *decoder) keptNull(m *map[string]string, key string) (bool, error) {
 	if null, err := d.isNull(); err != nil || !null {
 		return false, err
 	}
@@ -173,7 +173,7 @@ func (d *decoder) keptNull(m *map[string][]byte, key string) (bool, error) {
 
 // tokenCap reads max_tokens or max_completion_tokens: a non-negative
 // integer, or null (kept in *m, nil returned).
-func (d *decoder) tokenCap(m *map[string][]byte, key string) (*int64, error) {
+func (d *decoder) tokenCap(m *map[string]string, key string) (*int64, error) {
 	if null, err := d.keptNull(m, key); err != nil || null {
 		return nil, err
 	}

@@ -161,7 +161,7 @@ func TestNullsKept(t *testing.T) {
 		if _, ok := req.GetExtraFields()["max_tokens"]; ok {
 			t.Errorf("max_tokens null kept beside its value")
 		}
-		if got := string(req.GetExtraFields()["user"]); got != "null" {
+		if got := req.GetExtraFields()["user"]; got != "null" {
 			t.Errorf("user extra = %q, want null", got)
 		}
 	})
@@ -204,16 +204,16 @@ func TestResponseEncodersRobust(t *testing.T) {
 	c := &flexwayv1.ChatCompletionChunk{
 		Id: "c1", Object: "chat.completion.chunk", Model: "m",
 		Choices: []*flexwayv1.ChatCompletionChunkChoice{
-			{Delta: &flexwayv1.ChatMessage{ExtraFields: map[string][]byte{
-				"tool_calls": []byte("[\n  {\"index\": 0, \"a\": \"x\\ny\"}\n]"),
-				"broken":     []byte("{"),
+			{Delta: &flexwayv1.ChatMessage{ExtraFields: map[string]string{
+				"tool_calls": "[\n  {\"index\": 0, \"a\": \"x\\ny\"}\n]",
+				"broken":     "{",
 			}}},
 			nil,
 		},
-		ExtraFields: map[string][]byte{"id": []byte(`"shadowed"`), "x": []byte("\xff")},
+		ExtraFields: map[string]string{"id": `"shadowed"`, "x": "\xff", "y": "\"a\xffb\""},
 	}
 	out := openaiwire.AppendChatCompletionChunk(nil, c)
-	want := `{"id":"c1","object":"chat.completion.chunk","created":0,"model":"m","choices":[{"index":0,"delta":{"broken":null,"tool_calls":[{"index":0,"a":"x\ny"}]},"finish_reason":null},{"index":0,"finish_reason":null}],"x":null}`
+	want := `{"id":"c1","object":"chat.completion.chunk","created":0,"model":"m","choices":[{"index":0,"delta":{"broken":null,"tool_calls":[{"index":0,"a":"x\ny"}]},"finish_reason":null},{"index":0,"finish_reason":null}],"x":null,"y":null}`
 	if diff := cmp.Diff(want, string(out)); diff != "" {
 		t.Errorf("chunk (-want +got):\n%s", diff)
 	}
@@ -278,11 +278,5 @@ func TestParseCopiesInput(t *testing.T) {
 	}
 	if !proto.Equal(want, req) {
 		t.Errorf("overwriting the input changed the parsed request")
-	}
-	// Appending to one extra value does not write over another.
-	seed := req.GetExtraFields()["seed"]
-	_ = append(seed, "999"...)
-	if !proto.Equal(want, req) {
-		t.Errorf("appending to an extra value changed the request")
 	}
 }

@@ -255,7 +255,7 @@ func (d *decoder) chunkChoice() (*flexwayv1.ChatCompletionChunkChoice, error) {
 
 // messageMember reads a response message or delta at d.pos; null is kept
 // in *m under key.
-func (d *decoder) messageMember(m *map[string][]byte, key string) (*flexwayv1.ChatMessage, error) {
+func (d *decoder) messageMember(m *map[string]string, key string) (*flexwayv1.ChatMessage, error) {
 	if null, err := d.keptNull(m, key); err != nil || null {
 		return nil, err
 	}
@@ -267,7 +267,7 @@ func (d *decoder) messageMember(m *map[string][]byte, key string) (*flexwayv1.Ch
 }
 
 // usageMember reads a usage object at d.pos; null is kept in *m.
-func (d *decoder) usageMember(m *map[string][]byte) (*flexwayv1.Usage, error) {
+func (d *decoder) usageMember(m *map[string]string) (*flexwayv1.Usage, error) {
 	if null, err := d.keptNull(m, "usage"); err != nil || null {
 		return nil, err
 	}
@@ -387,7 +387,7 @@ func responseKey(k string) bool {
 
 // appendChoice writes a choice or a chunk choice; msgKey is "message" or
 // "delta".
-func appendChoice(dst []byte, index int32, msg *flexwayv1.ChatMessage, msgKey string, finish *string, extra map[string][]byte) []byte {
+func appendChoice(dst []byte, index int32, msg *flexwayv1.ChatMessage, msgKey string, finish *string, extra map[string]string) []byte {
 	o := open(dst)
 	o.int("index", int64(index))
 	if msg != nil {

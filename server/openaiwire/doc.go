@@ -8,9 +8,10 @@
 // messages type the fields the gateway reasons about (model, messages,
 // max_tokens, usage, ...); every other JSON member of each object, at every
 // level, is kept in that message's extra_fields map, JSON name → the member's
-// raw JSON value, byte for byte as received. Parsing then appending gives
-// back a document that is semantically identical to the input (key order
-// aside): a big `seed`, a vendor extension object, a `tool_calls` delta with
+// raw JSON text, byte for byte as received, in a string (a gRPC caller sees
+// `"seed": "42"`, `"refusal": "null"`). Parsing then appending gives back a
+// document that is semantically identical to the input (key order aside): a
+// big `seed`, a vendor extension object, a `tool_calls` delta with
 // `"index": 0`, `content: null` beside tool_calls, content parts (never
 // flattened), base64 embeddings all survive unchanged.
 //
@@ -20,8 +21,9 @@
 // (no reflection, no intermediate `any` tree). They check that the whole
 // input is valid UTF-8 first, then parse in one pass: strings without
 // escapes are converted to Go strings with a single copy (a 20 MiB data: URI
-// costs one 20 MiB allocation), and extra_fields values are copies of the
-// input's sub-slices, so the input may be reused or modified after a Parse
+// costs one 20 MiB allocation), and each extra_fields value is copied once
+// into its string (small values share a few arena blocks; null, true and
+// false are constants), so the input may be reused or modified after a Parse
 // function returns. Duplicate keys follow encoding/json: the last one wins.
 // Nesting deeper than 10000 levels is refused.
 //
@@ -49,8 +51,8 @@
 // OpenAI's usual order, then extra_fields sorted by key. Strings are escaped
 // for JSON (quote, backslash, control characters, U+2028 and U+2029);
 // invalid UTF-8 in a Go string is written as U+FFFD. An extra_fields value
-// that is not exactly one valid JSON value (a message built by a gRPC
-// caller, for example) makes [AppendChatCompletionRequest] and
+// that is not exactly one valid JSON value in valid UTF-8 (a message built
+// by a gRPC caller, for example) makes [AppendChatCompletionRequest] and
 // [AppendEmbeddingRequest] fail with [faults.InvalidRequest]; the response
 // encoders, which cannot fail, write such a value as null. Request encoders
 // write extra values byte for byte; response encoders compact an extra value

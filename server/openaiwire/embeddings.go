@@ -462,7 +462,7 @@ func (d *decoder) vector(e *flexwayv1.Embedding) error {
 
 // embeddingUsage reads an embeddings usage object at d.pos; null is kept
 // in *m.
-func (d *decoder) embeddingUsage(m *map[string][]byte) (*flexwayv1.EmbeddingUsage, error) {
+func (d *decoder) embeddingUsage(m *map[string]string) (*flexwayv1.EmbeddingUsage, error) {
 	if null, err := d.keptNull(m, "usage"); err != nil || null {
 		return nil, err
 	}

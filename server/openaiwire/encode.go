@@ -1,11 +1,11 @@
 package openaiwire
 
 import (
-	"bytes"
 	"math"
 	"math/bits"
 	"slices"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -160,7 +160,7 @@ func (o *object) null(k string) {
 // (responses) such a value is written as null, and a value holding a raw
 // line break is written compacted, so that a chunk always fits one SSE
 // data line.
-func (o *object) extras(m map[string][]byte, typed func(string) bool, strict bool) error {
+func (o *object) extras(m map[string]string, typed func(string) bool, strict bool) error {
 	if len(m) == 0 {
 		return nil
 	}
@@ -178,7 +178,7 @@ func (o *object) extras(m map[string][]byte, typed func(string) bool, strict boo
 			if strict {
 				return fieldErr(k, "extra field value %.40q is not valid JSON", v)
 			}
-			v = []byte("null")
+			v = "null"
 		}
 		if !o.empty {
 			o.dst = append(o.dst, ',')
@@ -186,7 +186,7 @@ func (o *object) extras(m map[string][]byte, typed func(string) bool, strict boo
 		o.empty = false
 		o.dst = appendString(o.dst, k)
 		o.dst = append(o.dst, ':')
-		if !strict && bytes.ContainsAny(v, "\r\n") {
+		if !strict && strings.ContainsAny(v, "\r\n") {
 			o.dst = appendCompact(o.dst, v)
 		} else {
 			o.dst = append(o.dst, v...)
@@ -197,7 +197,7 @@ func (o *object) extras(m map[string][]byte, typed func(string) bool, strict boo
 
 // appendCompact appends the valid JSON value v without the whitespace
 // between its tokens.
-func appendCompact(dst, v []byte) []byte {
+func appendCompact(dst []byte, v string) []byte {
 	inString := false
 	start := 0
 	for i := 0; i < len(v); i++ {

@@ -255,18 +255,18 @@ func TestAppendChatCompletionRequestErrors(t *testing.T) {
 		{name: "no_model", req: &flexwayv1.CreateChatCompletionRequest{Messages: []*flexwayv1.ChatMessage{user()}}, param: "model"},
 		{
 			name:  "bad_top_level_extra",
-			req:   &flexwayv1.CreateChatCompletionRequest{Model: "m", Messages: []*flexwayv1.ChatMessage{user()}, ExtraFields: map[string][]byte{"seed": []byte("12 13")}},
+			req:   &flexwayv1.CreateChatCompletionRequest{Model: "m", Messages: []*flexwayv1.ChatMessage{user()}, ExtraFields: map[string]string{"seed": "12 13"}},
 			param: "seed",
 		},
 		{
 			name:  "empty_extra",
-			req:   &flexwayv1.CreateChatCompletionRequest{Model: "m", Messages: []*flexwayv1.ChatMessage{user()}, ExtraFields: map[string][]byte{"tools": nil}},
+			req:   &flexwayv1.CreateChatCompletionRequest{Model: "m", Messages: []*flexwayv1.ChatMessage{user()}, ExtraFields: map[string]string{"tools": ""}},
 			param: "tools",
 		},
 		{
 			name: "bad_message_extra",
 			req: &flexwayv1.CreateChatCompletionRequest{Model: "m", Messages: []*flexwayv1.ChatMessage{
-				user(), {Role: "assistant", Content: &flexwayv1.ChatMessage_Null{}, ExtraFields: map[string][]byte{"tool_calls": []byte("[{")}},
+				user(), {Role: "assistant", Content: &flexwayv1.ChatMessage_Null{}, ExtraFields: map[string]string{"tool_calls": "[{"}},
 			}},
 			param: "messages[1].tool_calls",
 		},
@@ -275,7 +275,7 @@ func TestAppendChatCompletionRequestErrors(t *testing.T) {
 			req: &flexwayv1.CreateChatCompletionRequest{Model: "m", Messages: []*flexwayv1.ChatMessage{
 				{Role: "user", Content: &flexwayv1.ChatMessage_Parts{Parts: &flexwayv1.ContentParts{Parts: []*flexwayv1.ContentPart{
 					{Type: "text", Text: ptr("a")},
-					{Type: "image_url", ImageUrl: &flexwayv1.ImageUrl{Url: "u", ExtraFields: map[string][]byte{"x": []byte("\xff")}}},
+					{Type: "image_url", ImageUrl: &flexwayv1.ImageUrl{Url: "u", ExtraFields: map[string]string{"x": "\"a\xffb\""}}},
 				}}}},
 			}},
 			param: "messages[0].content[1].image_url.x",
@@ -283,7 +283,7 @@ func TestAppendChatCompletionRequestErrors(t *testing.T) {
 		{
 			name: "bad_stream_options_extra",
 			req: &flexwayv1.CreateChatCompletionRequest{Model: "m", Messages: []*flexwayv1.ChatMessage{user()},
-				StreamOptions: &flexwayv1.StreamOptions{ExtraFields: map[string][]byte{"x": []byte("nul")}}},
+				StreamOptions: &flexwayv1.StreamOptions{ExtraFields: map[string]string{"x": "nul"}}},
 			u:     openaiwire.Upstream{Stream: true},
 			param: "stream_options.x",
 		},
@@ -315,7 +315,7 @@ func TestAppendEmbeddingRequestErrors(t *testing.T) {
 		{name: "nil_request", req: nil, model: "m", param: ""},
 		{name: "no_model", req: &flexwayv1.CreateEmbeddingRequest{Input: &flexwayv1.EmbeddingInput{Input: &flexwayv1.EmbeddingInput_Text{Text: "a"}}}, param: "model"},
 		{name: "no_input", req: &flexwayv1.CreateEmbeddingRequest{Model: "m"}, param: "input"},
-		{name: "bad_extra", req: &flexwayv1.CreateEmbeddingRequest{Model: "m", Input: &flexwayv1.EmbeddingInput{Input: &flexwayv1.EmbeddingInput_Text{Text: "a"}}, ExtraFields: map[string][]byte{"x": []byte("{")}}, param: "x"},
+		{name: "bad_extra", req: &flexwayv1.CreateEmbeddingRequest{Model: "m", Input: &flexwayv1.EmbeddingInput{Input: &flexwayv1.EmbeddingInput_Text{Text: "a"}}, ExtraFields: map[string]string{"x": "{"}}, param: "x"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -112,16 +112,16 @@ func TestGoldenChatRequestValues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := string(req.GetExtraFields()["seed"]), "12345678901234567890"; got != want {
+	if got, want := req.GetExtraFields()["seed"], "12345678901234567890"; got != want {
 		t.Errorf("seed raw = %q, want %q", got, want)
 	}
-	if got, want := string(req.GetExtraFields()["top_p"]), "1.0"; got != want {
+	if got, want := req.GetExtraFields()["top_p"], "1.0"; got != want {
 		t.Errorf("top_p raw = %q, want %q (byte for byte)", got, want)
 	}
-	if got, want := string(req.GetExtraFields()["presence_penalty"]), "null"; got != want {
+	if got, want := req.GetExtraFields()["presence_penalty"], "null"; got != want {
 		t.Errorf("presence_penalty raw = %q, want %q", got, want)
 	}
-	if got := string(req.GetExtraFields()["x_vendor"]); !strings.HasPrefix(got, `{"routing": {"region": "eu-west"`) {
+	if got := req.GetExtraFields()["x_vendor"]; !strings.HasPrefix(got, `{"routing": {"region": "eu-west"`) {
 		t.Errorf("x_vendor raw = %q, want the vendor object as sent", got)
 	}
 	for _, k := range []string{"tools", "tool_choice", "parallel_tool_calls", "response_format", "logprobs", "top_logprobs", "logit_bias", "stop", "metadata", "temperature"} {
@@ -141,7 +141,7 @@ func TestGoldenChatRequestValues(t *testing.T) {
 		t.Errorf("max_tokens = %d, want unset", req.GetMaxTokens())
 	}
 	so := req.GetStreamOptions()
-	if !so.GetIncludeUsage() || string(so.GetExtraFields()["x_vendor_continuous_usage"]) != "true" {
+	if !so.GetIncludeUsage() || so.GetExtraFields()["x_vendor_continuous_usage"] != "true" {
 		t.Errorf("stream_options = %v", so)
 	}
 	msgs := req.GetMessages()
@@ -158,19 +158,19 @@ func TestGoldenChatRequestValues(t *testing.T) {
 	if parts[1].GetType() != "image_url" || !strings.HasPrefix(parts[1].GetImageUrl().GetUrl(), "data:image/png;base64,") || parts[1].GetImageUrl().GetDetail() != "high" {
 		t.Errorf("image part = %v", parts[1])
 	}
-	if got := string(parts[1].GetImageUrl().GetExtraFields()["x_vendor_crop"]); got != "[0, 0, 1, 1]" {
+	if got := parts[1].GetImageUrl().GetExtraFields()["x_vendor_crop"]; got != "[0, 0, 1, 1]" {
 		t.Errorf("image_url extra = %q", got)
 	}
-	if got := string(parts[2].GetExtraFields()["cache_control"]); got != `{"type": "ephemeral"}` {
+	if got := parts[2].GetExtraFields()["cache_control"]; got != `{"type": "ephemeral"}` {
 		t.Errorf("part extra = %q", got)
 	}
 	if _, ok := msgs[2].GetContent().(*flexwayv1.ChatMessage_Null); !ok {
 		t.Errorf("assistant content = %T, want the null member", msgs[2].GetContent())
 	}
-	if got := string(msgs[2].GetExtraFields()["tool_calls"]); !strings.Contains(got, `"id": "call_abc123"`) {
+	if got := msgs[2].GetExtraFields()["tool_calls"]; !strings.Contains(got, `"id": "call_abc123"`) {
 		t.Errorf("tool_calls raw = %q", got)
 	}
-	if got := string(msgs[3].GetExtraFields()["tool_call_id"]); got != `"call_abc123"` {
+	if got := msgs[3].GetExtraFields()["tool_call_id"]; got != `"call_abc123"` {
 		t.Errorf("tool_call_id raw = %q", got)
 	}
 
@@ -209,7 +209,7 @@ func TestGoldenResponseValues(t *testing.T) {
 		if u.GetPromptTokens() != 1117 || u.GetCompletionTokens() != 46 || u.GetTotalTokens() != 1163 || len(u.GetExtraFields()) != 2 {
 			t.Errorf("usage = %v", u)
 		}
-		if got := string(c.GetExtraFields()["system_fingerprint"]); got != `"fp_fc9f1d7035"` {
+		if got := c.GetExtraFields()["system_fingerprint"]; got != `"fp_fc9f1d7035"` {
 			t.Errorf("system_fingerprint raw = %q", got)
 		}
 		out := openaiwire.AppendChatCompletion(nil, c)
@@ -226,11 +226,11 @@ func TestGoldenResponseValues(t *testing.T) {
 		if ch.FinishReason != nil {
 			t.Errorf("finish_reason = %q, want unset", ch.GetFinishReason())
 		}
-		raw := string(ch.GetDelta().GetExtraFields()["tool_calls"])
+		raw := ch.GetDelta().GetExtraFields()["tool_calls"]
 		if !strings.Contains(raw, `"index":0`) || !strings.HasPrefix(raw, "[{") {
 			t.Errorf("tool_calls raw = %q, want the delta as sent", raw)
 		}
-		if c.GetUsage() != nil || string(c.GetExtraFields()["usage"]) != "null" {
+		if c.GetUsage() != nil || c.GetExtraFields()["usage"] != "null" {
 			t.Errorf("usage = %v, extra %q; want unset and kept as null", c.GetUsage(), c.GetExtraFields()["usage"])
 		}
 		out := openaiwire.AppendChatCompletionChunk(nil, c)

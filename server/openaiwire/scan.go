@@ -10,6 +10,7 @@ import (
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // maxDepth is the deepest nesting of arrays and objects a raw value may
@@ -23,8 +24,11 @@ type decoder struct {
 	data []byte
 	pos  int
 	// arena holds the copies of small raw values, so that one parse makes
-	// a few allocations for them rather than one each.
-	arena []byte
+	// a few allocations for them rather than one each. Each value is a
+	// substring of arena.String(): the builder only appends, so the bytes
+	// under a returned string are never written again. A decoder must not
+	// be copied once it has cloned a value.
+	arena strings.Builder
 }
 
 // Arena sizes: values up to maxArenaValue bytes are copied into blocks of
@@ -34,22 +38,31 @@ const (
 	maxArenaValue = 256
 )
 
-// clone returns a copy of b, a value just read (it ends at d.pos), that
-// shares no memory with the input. Small values share arena blocks; each
-// copy's capacity ends at its length, so appending to one never writes
-// over another.
-func (d *decoder) clone(b []byte) []byte {
+// clone returns b, a value just read (it ends at d.pos), as a string: one
+// copy, sharing no memory with the input. The literals null, true and
+// false are constants; other small values share arena blocks.
+func (d *decoder) clone(b []byte) string {
+	switch string(b) {
+	case "null":
+		return "null"
+	case "true":
+		return "true"
+	case "false":
+		return "false"
+	}
 	if len(b) > maxArenaValue {
-		return bytes.Clone(b)
+		return string(b)
 	}
-	if cap(d.arena)-len(d.arena) < len(b) {
+	if d.arena.Cap()-d.arena.Len() < len(b) {
 		// b was just read, so b and every value still to copy fit in
-		// len(b) plus the rest of the input.
-		d.arena = make([]byte, 0, min(arenaBlock, len(b)+len(d.data)-d.pos))
+		// len(b) plus the rest of the input. A new block leaves the
+		// strings cut from the old one in place.
+		d.arena = strings.Builder{}
+		d.arena.Grow(min(arenaBlock, len(b)+len(d.data)-d.pos))
 	}
-	start := len(d.arena)
-	d.arena = append(d.arena, b...)
-	return d.arena[start:len(d.arena):len(d.arena)]
+	start := d.arena.Len()
+	d.arena.Write(b)
+	return d.arena.String()[start:]
 }
 
 // syntaxErr returns a *syntaxError at off.
@@ -628,26 +641,26 @@ func (d *decoder) skip(depth int) error {
 	return d.unexpected("looking for beginning of value")
 }
 
-// raw validates the value at d.pos, moves past it and returns a copy of its
-// bytes.
-func (d *decoder) raw() ([]byte, error) {
+// raw validates the value at d.pos, moves past it and returns its raw JSON
+// text as a string (see clone).
+func (d *decoder) raw() (string, error) {
 	d.ws()
 	start := d.pos
 	if err := d.skip(0); err != nil {
-		return nil, err
+		return "", err
 	}
 	return d.clone(d.data[start:d.pos]), nil
 }
 
 // extra stores the raw value at d.pos in *m under key, allocating the map
 // on first use.
-func (d *decoder) extra(m *map[string][]byte, key []byte) error {
+func (d *decoder) extra(m *map[string]string, key []byte) error {
 	v, err := d.raw()
 	if err != nil {
 		return err
 	}
 	if *m == nil {
-		*m = make(map[string][]byte, 4)
+		*m = make(map[string]string, 4)
 	}
 	(*m)[internKey(key)] = v
 	return nil
@@ -655,22 +668,24 @@ func (d *decoder) extra(m *map[string][]byte, key []byte) error {
 
 // keepNull records that the typed field key was given as JSON null, just
 // read: the null is kept in *m so that it is written back.
-func (d *decoder) keepNull(m *map[string][]byte, key string) {
+func (d *decoder) keepNull(m *map[string]string, key string) {
 	if *m == nil {
-		*m = make(map[string][]byte, 4)
+		*m = make(map[string]string, 4)
 	}
-	(*m)[key] = d.clone(nullLiteral)
+	(*m)[key] = "null"
 }
 
-var nullLiteral = []byte("null")
-
-// validRaw reports whether b is exactly one valid JSON value (surrounding
-// whitespace allowed) in valid UTF-8.
-func validRaw(b []byte) bool {
-	if !utf8.Valid(b) {
+// validRaw reports whether s is exactly one valid JSON value (surrounding
+// whitespace allowed) in valid UTF-8. A proto string is valid UTF-8 once
+// it has crossed the wire, but not when a Go caller sets it; the check is
+// cheap.
+func validRaw(s string) bool {
+	if !utf8.ValidString(s) {
 		return false
 	}
-	d := decoder{data: b}
+	// The decoder only reads its input (skip copies nothing into it), so
+	// it may scan s's bytes in place rather than a copy.
+	d := decoder{data: unsafe.Slice(unsafe.StringData(s), len(s))}
 	if d.peek() == 0 {
 		return false
 	}

@@ -50,7 +50,7 @@ func TestValidRawMatchesEncodingJSON(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			if got, want := validRaw([]byte(tt.in)), json.Valid([]byte(tt.in)); got != want {
+			if got, want := validRaw(tt.in), json.Valid([]byte(tt.in)); got != want {
 				t.Errorf("validRaw(%.60q) = %v, encoding/json says %v", tt.in, got, want)
 			}
 		})
@@ -110,12 +110,12 @@ func FuzzScanner(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if !utf8.Valid(b) {
-			if validRaw(b) {
+			if validRaw(string(b)) {
 				t.Fatalf("validRaw accepted invalid UTF-8 %q", b)
 			}
 			return
 		}
-		valid := validRaw(b)
+		valid := validRaw(string(b))
 		if want := json.Valid(b); valid != want {
 			t.Fatalf("validRaw(%q) = %v, encoding/json says %v", b, valid, want)
 		}
@@ -133,7 +133,7 @@ func FuzzScanner(f *testing.F) {
 				t.Fatalf("str(%q) = %q, %v; encoding/json decodes %q", b, s, err, want)
 			}
 		}
-		compact := appendCompact(nil, []byte(strings.TrimSpace(string(b))))
+		compact := appendCompact(nil, strings.TrimSpace(string(b)))
 		var got any
 		if err := json.Unmarshal(compact, &got); err != nil {
 			t.Fatalf("compacted %q to invalid %q: %v", b, compact, err)

@@ -48,8 +48,9 @@ type CreateChatCompletionRequest struct {
 	User *string `protobuf:"bytes,8,opt,name=user,proto3,oneof" json:"user,omitempty"`
 	// ExtraFields holds every request field Flexway does not model (tools,
 	// response_format, seed, a vendor's extension object): JSON name → the
-	// field's raw JSON value, sent upstream byte for byte.
-	ExtraFields   map[string][]byte `protobuf:"bytes,15,rep,name=extra_fields,json=extraFields,proto3" json:"extra_fields,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// field's raw JSON text (`"seed": "42"`, `"tools": "[{...}]"`), sent
+	// upstream as is. A value that is not exactly one JSON value is refused.
+	ExtraFields   map[string]string `protobuf:"bytes,15,rep,name=extra_fields,json=extraFields,proto3" json:"extra_fields,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -140,7 +141,7 @@ func (x *CreateChatCompletionRequest) GetUser() string {
 	return ""
 }
 
-func (x *CreateChatCompletionRequest) GetExtraFields() map[string][]byte {
+func (x *CreateChatCompletionRequest) GetExtraFields() map[string]string {
 	if x != nil {
 		return x.ExtraFields
 	}
@@ -152,8 +153,9 @@ type StreamOptions struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// IncludeUsage asks for a final usage-only chunk.
 	IncludeUsage *bool `protobuf:"varint,1,opt,name=include_usage,json=includeUsage,proto3,oneof" json:"include_usage,omitempty"`
-	// ExtraFields: JSON name → raw JSON value of fields Flexway does not model.
-	ExtraFields   map[string][]byte `protobuf:"bytes,15,rep,name=extra_fields,json=extraFields,proto3" json:"extra_fields,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// ExtraFields: JSON name → the field's raw JSON text, for the fields
+	// Flexway does not model.
+	ExtraFields   map[string]string `protobuf:"bytes,15,rep,name=extra_fields,json=extraFields,proto3" json:"extra_fields,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -195,7 +197,7 @@ func (x *StreamOptions) GetIncludeUsage() bool {
 	return false
 }
 
-func (x *StreamOptions) GetExtraFields() map[string][]byte {
+func (x *StreamOptions) GetExtraFields() map[string]string {
 	if x != nil {
 		return x.ExtraFields
 	}
@@ -221,8 +223,9 @@ type ChatMessage struct {
 	// Name is OpenAI's participant name.
 	Name *string `protobuf:"bytes,5,opt,name=name,proto3,oneof" json:"name,omitempty"`
 	// ExtraFields holds tool_calls, tool_call_id, refusal and every other
-	// field Flexway does not model: JSON name → raw JSON value.
-	ExtraFields   map[string][]byte `protobuf:"bytes,15,rep,name=extra_fields,json=extraFields,proto3" json:"extra_fields,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// field Flexway does not model: JSON name → the field's raw JSON text
+	// (`"refusal": "null"`).
+	ExtraFields   map[string]string `protobuf:"bytes,15,rep,name=extra_fields,json=extraFields,proto3" json:"extra_fields,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -305,7 +308,7 @@ func (x *ChatMessage) GetName() string {
 	return ""
 }
 
-func (x *ChatMessage) GetExtraFields() map[string][]byte {
+func (x *ChatMessage) GetExtraFields() map[string]string {
 	if x != nil {
 		return x.ExtraFields
 	}
@@ -392,8 +395,9 @@ type ContentPart struct {
 	Text *string `protobuf:"bytes,2,opt,name=text,proto3,oneof" json:"text,omitempty"`
 	// ImageUrl is the image of an "image_url" part.
 	ImageUrl *ImageUrl `protobuf:"bytes,3,opt,name=image_url,json=imageUrl,proto3" json:"image_url,omitempty"`
-	// ExtraFields: JSON name → raw JSON value of fields Flexway does not model.
-	ExtraFields   map[string][]byte `protobuf:"bytes,15,rep,name=extra_fields,json=extraFields,proto3" json:"extra_fields,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// ExtraFields: JSON name → the field's raw JSON text, for the fields
+	// Flexway does not model.
+	ExtraFields   map[string]string `protobuf:"bytes,15,rep,name=extra_fields,json=extraFields,proto3" json:"extra_fields,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -449,7 +453,7 @@ func (x *ContentPart) GetImageUrl() *ImageUrl {
 	return nil
 }
 
-func (x *ContentPart) GetExtraFields() map[string][]byte {
+func (x *ContentPart) GetExtraFields() map[string]string {
 	if x != nil {
 		return x.ExtraFields
 	}
@@ -463,8 +467,9 @@ type ImageUrl struct {
 	Url string `protobuf:"bytes,1,opt,name=url,proto3" json:"url,omitempty"`
 	// Detail is "auto", "low" or "high".
 	Detail *string `protobuf:"bytes,2,opt,name=detail,proto3,oneof" json:"detail,omitempty"`
-	// ExtraFields: JSON name → raw JSON value of fields Flexway does not model.
-	ExtraFields   map[string][]byte `protobuf:"bytes,15,rep,name=extra_fields,json=extraFields,proto3" json:"extra_fields,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// ExtraFields: JSON name → the field's raw JSON text, for the fields
+	// Flexway does not model.
+	ExtraFields   map[string]string `protobuf:"bytes,15,rep,name=extra_fields,json=extraFields,proto3" json:"extra_fields,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -513,7 +518,7 @@ func (x *ImageUrl) GetDetail() string {
 	return ""
 }
 
-func (x *ImageUrl) GetExtraFields() map[string][]byte {
+func (x *ImageUrl) GetExtraFields() map[string]string {
 	if x != nil {
 		return x.ExtraFields
 	}
@@ -536,8 +541,8 @@ type ChatCompletion struct {
 	// Usage is the tokens billed.
 	Usage *Usage `protobuf:"bytes,6,opt,name=usage,proto3" json:"usage,omitempty"`
 	// ExtraFields holds system_fingerprint, service_tier and every other field
-	// Flexway does not model: JSON name → raw JSON value.
-	ExtraFields   map[string][]byte `protobuf:"bytes,15,rep,name=extra_fields,json=extraFields,proto3" json:"extra_fields,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Flexway does not model: JSON name → the field's raw JSON text.
+	ExtraFields   map[string]string `protobuf:"bytes,15,rep,name=extra_fields,json=extraFields,proto3" json:"extra_fields,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -614,7 +619,7 @@ func (x *ChatCompletion) GetUsage() *Usage {
 	return nil
 }
 
-func (x *ChatCompletion) GetExtraFields() map[string][]byte {
+func (x *ChatCompletion) GetExtraFields() map[string]string {
 	if x != nil {
 		return x.ExtraFields
 	}
@@ -630,8 +635,9 @@ type ChatCompletionChoice struct {
 	Message *ChatMessage `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
 	// FinishReason is "stop", "length", "tool_calls", ...; unset is JSON null.
 	FinishReason *string `protobuf:"bytes,3,opt,name=finish_reason,json=finishReason,proto3,oneof" json:"finish_reason,omitempty"`
-	// ExtraFields holds logprobs and every other field Flexway does not model.
-	ExtraFields   map[string][]byte `protobuf:"bytes,15,rep,name=extra_fields,json=extraFields,proto3" json:"extra_fields,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// ExtraFields holds logprobs and every other field Flexway does not model:
+	// JSON name → the field's raw JSON text.
+	ExtraFields   map[string]string `protobuf:"bytes,15,rep,name=extra_fields,json=extraFields,proto3" json:"extra_fields,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -687,7 +693,7 @@ func (x *ChatCompletionChoice) GetFinishReason() string {
 	return ""
 }
 
-func (x *ChatCompletionChoice) GetExtraFields() map[string][]byte {
+func (x *ChatCompletionChoice) GetExtraFields() map[string]string {
 	if x != nil {
 		return x.ExtraFields
 	}
@@ -710,8 +716,9 @@ type ChatCompletionChunk struct {
 	Choices []*ChatCompletionChunkChoice `protobuf:"bytes,5,rep,name=choices,proto3" json:"choices,omitempty"`
 	// Usage is set only in the final usage-only chunk.
 	Usage *Usage `protobuf:"bytes,6,opt,name=usage,proto3" json:"usage,omitempty"`
-	// ExtraFields: JSON name → raw JSON value of fields Flexway does not model.
-	ExtraFields   map[string][]byte `protobuf:"bytes,15,rep,name=extra_fields,json=extraFields,proto3" json:"extra_fields,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// ExtraFields: JSON name → the field's raw JSON text, for the fields
+	// Flexway does not model.
+	ExtraFields   map[string]string `protobuf:"bytes,15,rep,name=extra_fields,json=extraFields,proto3" json:"extra_fields,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -788,7 +795,7 @@ func (x *ChatCompletionChunk) GetUsage() *Usage {
 	return nil
 }
 
-func (x *ChatCompletionChunk) GetExtraFields() map[string][]byte {
+func (x *ChatCompletionChunk) GetExtraFields() map[string]string {
 	if x != nil {
 		return x.ExtraFields
 	}
@@ -805,8 +812,9 @@ type ChatCompletionChunkChoice struct {
 	Delta *ChatMessage `protobuf:"bytes,2,opt,name=delta,proto3" json:"delta,omitempty"`
 	// FinishReason is set on the choice's last chunk; unset is JSON null.
 	FinishReason *string `protobuf:"bytes,3,opt,name=finish_reason,json=finishReason,proto3,oneof" json:"finish_reason,omitempty"`
-	// ExtraFields holds logprobs and every other field Flexway does not model.
-	ExtraFields   map[string][]byte `protobuf:"bytes,15,rep,name=extra_fields,json=extraFields,proto3" json:"extra_fields,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// ExtraFields holds logprobs and every other field Flexway does not model:
+	// JSON name → the field's raw JSON text.
+	ExtraFields   map[string]string `protobuf:"bytes,15,rep,name=extra_fields,json=extraFields,proto3" json:"extra_fields,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -862,7 +870,7 @@ func (x *ChatCompletionChunkChoice) GetFinishReason() string {
 	return ""
 }
 
-func (x *ChatCompletionChunkChoice) GetExtraFields() map[string][]byte {
+func (x *ChatCompletionChunkChoice) GetExtraFields() map[string]string {
 	if x != nil {
 		return x.ExtraFields
 	}
@@ -889,7 +897,7 @@ const file_flexway_v1_chat_proto_rawDesc = "" +
 	"\fextra_fields\x18\x0f \x03(\v28.flexway.v1.CreateChatCompletionRequest.ExtraFieldsEntryR\vextraFields\x1a>\n" +
 	"\x10ExtraFieldsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01B\t\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\t\n" +
 	"\a_streamB\r\n" +
 	"\v_max_tokensB\x18\n" +
 	"\x16_max_completion_tokensB\x04\n" +
@@ -900,7 +908,7 @@ const file_flexway_v1_chat_proto_rawDesc = "" +
 	"\fextra_fields\x18\x0f \x03(\v2*.flexway.v1.StreamOptions.ExtraFieldsEntryR\vextraFields\x1a>\n" +
 	"\x10ExtraFieldsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01B\x10\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x10\n" +
 	"\x0e_include_usage\"\xd5\x02\n" +
 	"\vChatMessage\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\x12\x14\n" +
@@ -911,7 +919,7 @@ const file_flexway_v1_chat_proto_rawDesc = "" +
 	"\fextra_fields\x18\x0f \x03(\v2(.flexway.v1.ChatMessage.ExtraFieldsEntryR\vextraFields\x1a>\n" +
 	"\x10ExtraFieldsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01B\t\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\t\n" +
 	"\acontentB\a\n" +
 	"\x05_name\"=\n" +
 	"\fContentParts\x12-\n" +
@@ -923,7 +931,7 @@ const file_flexway_v1_chat_proto_rawDesc = "" +
 	"\fextra_fields\x18\x0f \x03(\v2(.flexway.v1.ContentPart.ExtraFieldsEntryR\vextraFields\x1a>\n" +
 	"\x10ExtraFieldsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01B\a\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\a\n" +
 	"\x05_text\"\xce\x01\n" +
 	"\bImageUrl\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12\x1b\n" +
@@ -931,7 +939,7 @@ const file_flexway_v1_chat_proto_rawDesc = "" +
 	"\fextra_fields\x18\x0f \x03(\v2%.flexway.v1.ImageUrl.ExtraFieldsEntryR\vextraFields\x1a>\n" +
 	"\x10ExtraFieldsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01B\t\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\t\n" +
 	"\a_detail\"\xdd\x02\n" +
 	"\x0eChatCompletion\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
@@ -943,7 +951,7 @@ const file_flexway_v1_chat_proto_rawDesc = "" +
 	"\fextra_fields\x18\x0f \x03(\v2+.flexway.v1.ChatCompletion.ExtraFieldsEntryR\vextraFields\x1a>\n" +
 	"\x10ExtraFieldsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"\xb1\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb1\x02\n" +
 	"\x14ChatCompletionChoice\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x05R\x05index\x121\n" +
 	"\amessage\x18\x02 \x01(\v2\x17.flexway.v1.ChatMessageR\amessage\x12(\n" +
@@ -951,7 +959,7 @@ const file_flexway_v1_chat_proto_rawDesc = "" +
 	"\fextra_fields\x18\x0f \x03(\v21.flexway.v1.ChatCompletionChoice.ExtraFieldsEntryR\vextraFields\x1a>\n" +
 	"\x10ExtraFieldsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01B\x10\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x10\n" +
 	"\x0e_finish_reason\"\xec\x02\n" +
 	"\x13ChatCompletionChunk\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
@@ -963,7 +971,7 @@ const file_flexway_v1_chat_proto_rawDesc = "" +
 	"\fextra_fields\x18\x0f \x03(\v20.flexway.v1.ChatCompletionChunk.ExtraFieldsEntryR\vextraFields\x1a>\n" +
 	"\x10ExtraFieldsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"\xb7\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb7\x02\n" +
 	"\x19ChatCompletionChunkChoice\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x05R\x05index\x12-\n" +
 	"\x05delta\x18\x02 \x01(\v2\x17.flexway.v1.ChatMessageR\x05delta\x12(\n" +
@@ -971,7 +979,7 @@ const file_flexway_v1_chat_proto_rawDesc = "" +
 	"\fextra_fields\x18\x0f \x03(\v26.flexway.v1.ChatCompletionChunkChoice.ExtraFieldsEntryR\vextraFields\x1a>\n" +
 	"\x10ExtraFieldsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01B\x10\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x10\n" +
 	"\x0e_finish_reason2\x82\x02\n" +
 	"\vChatService\x12u\n" +
 	"\x14CreateChatCompletion\x12'.flexway.v1.CreateChatCompletionRequest\x1a\x1a.flexway.v1.ChatCompletion\"\x18\xa2\xbb\x18\x14\n" +

@@ -32,8 +32,8 @@ type Usage struct {
 	// TotalTokens is prompt_tokens + completion_tokens as the upstream reported it.
 	TotalTokens int64 `protobuf:"varint,3,opt,name=total_tokens,json=totalTokens,proto3" json:"total_tokens,omitempty"`
 	// ExtraFields holds the usage fields Flexway does not model
-	// (prompt_tokens_details, ...): JSON name → the field's raw JSON value.
-	ExtraFields   map[string][]byte `protobuf:"bytes,15,rep,name=extra_fields,json=extraFields,proto3" json:"extra_fields,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// (prompt_tokens_details, ...): JSON name → the field's raw JSON text.
+	ExtraFields   map[string]string `protobuf:"bytes,15,rep,name=extra_fields,json=extraFields,proto3" json:"extra_fields,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -89,7 +89,7 @@ func (x *Usage) GetTotalTokens() int64 {
 	return 0
 }
 
-func (x *Usage) GetExtraFields() map[string][]byte {
+func (x *Usage) GetExtraFields() map[string]string {
 	if x != nil {
 		return x.ExtraFields
 	}
@@ -109,7 +109,7 @@ const file_flexway_v1_common_proto_rawDesc = "" +
 	"\fextra_fields\x18\x0f \x03(\v2\".flexway.v1.Usage.ExtraFieldsEntryR\vextraFields\x1a>\n" +
 	"\x10ExtraFieldsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01B\x9b\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x9b\x01\n" +
 	"\x0ecom.flexway.v1B\vCommonProtoP\x01Z3github.com/flexway/flexway/gen/flexway/v1;flexwayv1\xa2\x02\x03FXX\xaa\x02\n" +
 	"Flexway.V1\xca\x02\n" +
 	"Flexway\\V1\xe2\x02\x16Flexway\\V1\\GPBMetadata\xea\x02\vFlexway::V1b\x06proto3"

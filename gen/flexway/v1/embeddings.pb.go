@@ -35,8 +35,9 @@ type CreateEmbeddingRequest struct {
 	Dimensions *int32 `protobuf:"varint,4,opt,name=dimensions,proto3,oneof" json:"dimensions,omitempty"`
 	// User is the end-user identifier; audited only as an HMAC.
 	User *string `protobuf:"bytes,5,opt,name=user,proto3,oneof" json:"user,omitempty"`
-	// ExtraFields: JSON name → raw JSON value of fields Flexway does not model.
-	ExtraFields   map[string][]byte `protobuf:"bytes,15,rep,name=extra_fields,json=extraFields,proto3" json:"extra_fields,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// ExtraFields: JSON name → the field's raw JSON text, for the fields
+	// Flexway does not model.
+	ExtraFields   map[string]string `protobuf:"bytes,15,rep,name=extra_fields,json=extraFields,proto3" json:"extra_fields,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -106,7 +107,7 @@ func (x *CreateEmbeddingRequest) GetUser() string {
 	return ""
 }
 
-func (x *CreateEmbeddingRequest) GetExtraFields() map[string][]byte {
+func (x *CreateEmbeddingRequest) GetExtraFields() map[string]string {
 	if x != nil {
 		return x.ExtraFields
 	}
@@ -384,8 +385,9 @@ type CreateEmbeddingResponse struct {
 	Model string `protobuf:"bytes,3,opt,name=model,proto3" json:"model,omitempty"`
 	// Usage is the tokens billed.
 	Usage *EmbeddingUsage `protobuf:"bytes,4,opt,name=usage,proto3" json:"usage,omitempty"`
-	// ExtraFields: JSON name → raw JSON value of fields Flexway does not model.
-	ExtraFields   map[string][]byte `protobuf:"bytes,15,rep,name=extra_fields,json=extraFields,proto3" json:"extra_fields,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// ExtraFields: JSON name → the field's raw JSON text, for the fields
+	// Flexway does not model.
+	ExtraFields   map[string]string `protobuf:"bytes,15,rep,name=extra_fields,json=extraFields,proto3" json:"extra_fields,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -448,7 +450,7 @@ func (x *CreateEmbeddingResponse) GetUsage() *EmbeddingUsage {
 	return nil
 }
 
-func (x *CreateEmbeddingResponse) GetExtraFields() map[string][]byte {
+func (x *CreateEmbeddingResponse) GetExtraFields() map[string]string {
 	if x != nil {
 		return x.ExtraFields
 	}
@@ -467,8 +469,9 @@ type Embedding struct {
 	// Base64 is the vector, little-endian float32 in base64, when
 	// encoding_format is "base64"; passed untouched.
 	Base64 *string `protobuf:"bytes,4,opt,name=base64,proto3,oneof" json:"base64,omitempty"`
-	// ExtraFields: JSON name → raw JSON value of fields Flexway does not model.
-	ExtraFields   map[string][]byte `protobuf:"bytes,15,rep,name=extra_fields,json=extraFields,proto3" json:"extra_fields,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// ExtraFields: JSON name → the field's raw JSON text, for the fields
+	// Flexway does not model.
+	ExtraFields   map[string]string `protobuf:"bytes,15,rep,name=extra_fields,json=extraFields,proto3" json:"extra_fields,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -531,7 +534,7 @@ func (x *Embedding) GetBase64() string {
 	return ""
 }
 
-func (x *Embedding) GetExtraFields() map[string][]byte {
+func (x *Embedding) GetExtraFields() map[string]string {
 	if x != nil {
 		return x.ExtraFields
 	}
@@ -545,8 +548,9 @@ type EmbeddingUsage struct {
 	PromptTokens int64 `protobuf:"varint,1,opt,name=prompt_tokens,json=promptTokens,proto3" json:"prompt_tokens,omitempty"`
 	// TotalTokens equals prompt_tokens.
 	TotalTokens int64 `protobuf:"varint,2,opt,name=total_tokens,json=totalTokens,proto3" json:"total_tokens,omitempty"`
-	// ExtraFields: JSON name → raw JSON value of fields Flexway does not model.
-	ExtraFields   map[string][]byte `protobuf:"bytes,15,rep,name=extra_fields,json=extraFields,proto3" json:"extra_fields,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// ExtraFields: JSON name → the field's raw JSON text, for the fields
+	// Flexway does not model.
+	ExtraFields   map[string]string `protobuf:"bytes,15,rep,name=extra_fields,json=extraFields,proto3" json:"extra_fields,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -595,7 +599,7 @@ func (x *EmbeddingUsage) GetTotalTokens() int64 {
 	return 0
 }
 
-func (x *EmbeddingUsage) GetExtraFields() map[string][]byte {
+func (x *EmbeddingUsage) GetExtraFields() map[string]string {
 	if x != nil {
 		return x.ExtraFields
 	}
@@ -619,7 +623,7 @@ const file_flexway_v1_embeddings_proto_rawDesc = "" +
 	"\fextra_fields\x18\x0f \x03(\v23.flexway.v1.CreateEmbeddingRequest.ExtraFieldsEntryR\vextraFields\x1a>\n" +
 	"\x10ExtraFieldsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01B\x12\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x12\n" +
 	"\x10_encoding_formatB\r\n" +
 	"\v_dimensionsB\a\n" +
 	"\x05_user\"\xcd\x01\n" +
@@ -643,7 +647,7 @@ const file_flexway_v1_embeddings_proto_rawDesc = "" +
 	"\fextra_fields\x18\x0f \x03(\v24.flexway.v1.CreateEmbeddingResponse.ExtraFieldsEntryR\vextraFields\x1a>\n" +
 	"\x10ExtraFieldsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"\x84\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x84\x02\n" +
 	"\tEmbedding\x12\x16\n" +
 	"\x06object\x18\x01 \x01(\tR\x06object\x12\x14\n" +
 	"\x05index\x18\x02 \x01(\x05R\x05index\x12\x16\n" +
@@ -652,7 +656,7 @@ const file_flexway_v1_embeddings_proto_rawDesc = "" +
 	"\fextra_fields\x18\x0f \x03(\v2&.flexway.v1.Embedding.ExtraFieldsEntryR\vextraFields\x1a>\n" +
 	"\x10ExtraFieldsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01B\t\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\t\n" +
 	"\a_base64\"\xe8\x01\n" +
 	"\x0eEmbeddingUsage\x12#\n" +
 	"\rprompt_tokens\x18\x01 \x01(\x03R\fpromptTokens\x12!\n" +
@@ -660,7 +664,7 @@ const file_flexway_v1_embeddings_proto_rawDesc = "" +
 	"\fextra_fields\x18\x0f \x03(\v2+.flexway.v1.EmbeddingUsage.ExtraFieldsEntryR\vextraFields\x1a>\n" +
 	"\x10ExtraFieldsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x012\x84\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x012\x84\x01\n" +
 	"\x11EmbeddingsService\x12o\n" +
 	"\x0fCreateEmbedding\x12\".flexway.v1.CreateEmbeddingRequest\x1a#.flexway.v1.CreateEmbeddingResponse\"\x13\xa2\xbb\x18\x0f\n" +
 	"\rai.embeddingsB\x9f\x01\n" +
