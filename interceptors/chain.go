@@ -28,15 +28,24 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// ServerOptions returns the chain as gRPC server options. Calls pass the
-// interceptors as an onion, outermost first:
+// Chain is Flexway's interceptor chain, built once and installed both on
+// the gRPC server and on the HTTP front's in-process channel, so that every
+// call passes the same interceptors. Calls pass them as an onion,
+// outermost first:
 //
 //	recovery → identity → validate → service
 //	   ↑__________________________________|  (responses return outward)
 //
 // Health checks and reflection (grpc.health.v1, grpc.reflection.*) skip
 // identity and validation: they carry no tenant's traffic.
-func ServerOptions(c Config) ([]grpc.ServerOption, error) {
+type Chain struct {
+	// Unary and Stream are the interceptors, outermost first.
+	Unary  []grpc.UnaryServerInterceptor
+	Stream []grpc.StreamServerInterceptor
+}
+
+// New builds the chain for c.
+func New(c Config) (*Chain, error) {
 	v := c.Validator
 	if v == nil {
 		var err error
@@ -59,18 +68,51 @@ func ServerOptions(c Config) ([]grpc.ServerOption, error) {
 	guarded := selector.MatchFunc(func(_ context.Context, cm interceptors.CallMeta) bool {
 		return !exempt(cm.FullMethod())
 	})
-	return []grpc.ServerOption{
-		grpc.ChainUnaryInterceptor(
+	return &Chain{
+		Unary: []grpc.UnaryServerInterceptor{
 			recovery.UnaryServerInterceptor(rec),
 			selector.UnaryServerInterceptor(identity.UnaryServerInterceptor(c.Keys, idOpts...), guarded),
 			selector.UnaryServerInterceptor(validate.UnaryServerInterceptor(v), guarded),
-		),
-		grpc.ChainStreamInterceptor(
+		},
+		Stream: []grpc.StreamServerInterceptor{
 			recovery.StreamServerInterceptor(rec),
 			selector.StreamServerInterceptor(identity.StreamServerInterceptor(c.Keys, idOpts...), guarded),
 			selector.StreamServerInterceptor(validate.StreamServerInterceptor(v), guarded),
-		),
+		},
 	}, nil
+}
+
+// ServerOptions returns the chain as gRPC server options.
+func (c *Chain) ServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{grpc.ChainUnaryInterceptor(c.Unary...), grpc.ChainStreamInterceptor(c.Stream...)}
+}
+
+// UnaryInterceptor returns the unary chain as one interceptor, for
+// channels that take a single one (an in-process channel).
+func (c *Chain) UnaryInterceptor() grpc.UnaryServerInterceptor {
+	ints := c.Unary
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		next := handler
+		for i := len(ints) - 1; i >= 0; i-- {
+			in, inner := ints[i], next
+			next = func(ctx context.Context, req any) (any, error) { return in(ctx, req, info, inner) }
+		}
+		return next(ctx, req)
+	}
+}
+
+// StreamInterceptor returns the stream chain as one interceptor, for
+// channels that take a single one (an in-process channel).
+func (c *Chain) StreamInterceptor() grpc.StreamServerInterceptor {
+	ints := c.Stream
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		next := handler
+		for i := len(ints) - 1; i >= 0; i-- {
+			in, inner := ints[i], next
+			next = func(srv any, ss grpc.ServerStream) error { return in(srv, ss, info, inner) }
+		}
+		return next(srv, ss)
+	}
 }
 
 // exempt reports whether a method skips identity: health and reflection.

@@ -92,7 +92,6 @@ func BenchmarkChatCompletionHandler(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	go func() { _ = gw.inprocServer.Serve(gw.inproc) }()
 	b.Cleanup(gw.close)
 
 	b.ReportAllocs()

@@ -1,22 +1,19 @@
 package main
 
 import (
-	"context"
 	"crypto/sha256"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"sort"
 	"strings"
 	"sync"
 
+	"github.com/fullstorydev/grpchan/inprocgrpc"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
-	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
@@ -34,26 +31,22 @@ import (
 )
 
 // gateway is a built Flexway: the gRPC server with its chain and services,
-// the in-process channel the HTTP front calls it through, and the HTTP
-// handler. Nothing listens until serve starts it.
+// the in-process channel the HTTP front calls the same core through (with
+// the same chain), and the HTTP handler. Nothing listens until serve starts
+// it.
 //
-// The in-process channel has a gRPC server of its own (inprocServer: the
-// same chain, the same core) so that it outlives the gRPC listener at
-// shutdown: an HTTP call in flight when shutdown begins reaches the core
-// after the gRPC listener stopped taking new calls.
+// The in-process channel (grpchan's inprocgrpc) hands messages to the
+// services as in-process calls — no HTTP/2 framing, no serialisation — and
+// has no listener to close: an HTTP call in flight when shutdown begins
+// still reaches the core after the gRPC listener stopped taking new calls.
 type gateway struct {
-	cfg          *config.Config
-	grpc         *grpc.Server // serves server.grpc, with health and reflection
-	inprocServer *grpc.Server // serves inproc, for the HTTP front
-	health       *health.Server
-	inproc       *bufconn.Listener
-	conn         *grpc.ClientConn
-	http         http.Handler
-	closeMu      sync.Once
+	cfg     *config.Config
+	grpc    *grpc.Server // serves server.grpc, with health and reflection
+	health  *health.Server
+	inproc  *inprocgrpc.Channel // for the HTTP front
+	http    http.Handler
+	closeMu sync.Once
 }
-
-// inprocBufferBytes is the in-process channel's buffer.
-const inprocBufferBytes = 1 << 20
 
 // build wires a gateway from a loaded configuration: the same path for
 // serve and validate.
@@ -62,18 +55,19 @@ func build(cfg *config.Config, log *slog.Logger) (*gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	chain, err := interceptors.ServerOptions(interceptors.Config{
+	chain, err := interceptors.New(interceptors.Config{
 		Keys:           newKeyring(cfg),
-		OperationNamer: operationName,
+		OperationNamer: newOperationNamer(),
 		Logger:         log,
 	})
 	if err != nil {
 		return nil, err
 	}
 	maxMsg := int(cfg.AI.Vision.MaxBodyBytes) + 1<<20
-	opts := append(chain, grpc.MaxRecvMsgSize(maxMsg), grpc.MaxSendMsgSize(64<<20))
-	gs := grpc.NewServer(opts...)
-	is := grpc.NewServer(opts...)
+	gs := grpc.NewServer(append(chain.ServerOptions(), grpc.MaxRecvMsgSize(maxMsg), grpc.MaxSendMsgSize(64<<20))...)
+	inproc := new(inprocgrpc.Channel).
+		WithServerUnaryInterceptor(chain.UnaryInterceptor()).
+		WithServerStreamInterceptor(chain.StreamInterceptor())
 	core := server.New(server.Options{
 		Backends: bs,
 		Models:   models,
@@ -81,47 +75,32 @@ func build(cfg *config.Config, log *slog.Logger) (*gateway, error) {
 		Logger:   log,
 	})
 	core.Register(gs)
-	core.Register(is)
+	core.Register(inproc)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
 	reflection.Register(gs)
 
-	lis := bufconn.Listen(inprocBufferBytes)
-	conn, err := grpc.NewClient("passthrough:///flexway-inproc",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(maxMsg), grpc.MaxCallRecvMsgSize(64<<20)),
-	)
-	if err != nil {
-		return nil, err
-	}
-	gw := &gateway{cfg: cfg, grpc: gs, inprocServer: is, health: hs, inproc: lis, conn: conn}
+	gw := &gateway{cfg: cfg, grpc: gs, health: hs, inproc: inproc}
 	forward := []string{cfg.AI.SensitiveHeader}
 	for _, r := range cfg.Identity.Relays {
 		h := r.IdentityHeaders
 		forward = append(forward, h.Tenant, h.Agent, h.Sensitive)
 	}
 	gw.http, err = transcoder.New(transcoder.Options{
-		Conn:           conn,
+		Conn:           inproc,
 		MaxBodyBytes:   int64(cfg.AI.Vision.MaxBodyBytes),
 		ForwardHeaders: forward,
 		Logger:         log,
 	})
 	if err != nil {
-		conn.Close()
 		return nil, err
 	}
 	return gw, nil
 }
 
-// close releases the in-process channel and stops both gRPC servers at
-// once.
+// close stops the gRPC server at once.
 func (g *gateway) close() {
-	g.closeMu.Do(func() {
-		g.conn.Close()
-		g.grpc.Stop()
-		g.inprocServer.Stop()
-	})
+	g.closeMu.Do(g.grpc.Stop)
 }
 
 // buildBackends builds every kind: openai and kind: relay backend (a relay
@@ -220,8 +199,22 @@ func newKeyring(cfg *config.Config) keyring {
 	return k
 }
 
-// operationName names a method by its (flexway.v1.operation).name option,
-// else its full method name.
+// newOperationNamer names a method by its (flexway.v1.operation).name
+// option, else its full method name; names are cached, so the descriptor
+// registry is read once per method.
+func newOperationNamer() identity.OperationNamer {
+	var cache sync.Map // full method → name
+	return func(fullMethod string) string {
+		if v, ok := cache.Load(fullMethod); ok {
+			return v.(string)
+		}
+		name := operationName(fullMethod)
+		cache.Store(fullMethod, name)
+		return name
+	}
+}
+
+// operationName reads the method's (flexway.v1.operation).name.
 func operationName(fullMethod string) string {
 	name := protoreflect.FullName(strings.ReplaceAll(strings.TrimPrefix(fullMethod, "/"), "/", "."))
 	d, err := protoregistry.GlobalFiles.FindDescriptorByName(name)

@@ -56,15 +56,15 @@ func serve(ctx context.Context, path string, stdout, stderr io.Writer, ready lis
 		grpcLis.Close()
 		return fmt.Errorf("server.http: %w", err)
 	}
+	defer startPprof(log)()
 	hs := &http.Server{
 		Handler:           gw.http,
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	var wg sync.WaitGroup
-	errc := make(chan error, 3)
-	wg.Add(3)
-	go func() { defer wg.Done(); errc <- gw.inprocServer.Serve(gw.inproc) }()
+	errc := make(chan error, 2)
+	wg.Add(2)
 	go func() { defer wg.Done(); errc <- gw.grpc.Serve(grpcLis) }()
 	go func() {
 		defer wg.Done()
@@ -90,16 +90,12 @@ func serve(ctx context.Context, path string, stdout, stderr io.Writer, ready lis
 	defer cancel()
 	done := make(chan struct{})
 	go func() {
-		// Both listeners stop accepting at once. The in-process channel
-		// stops only once every HTTP call has returned: an HTTP call in
-		// flight may not have reached the core yet.
+		// Both listeners stop accepting at once; HTTP calls in flight
+		// still reach the core through the in-process channel, which has
+		// no listener to close.
 		var stop sync.WaitGroup
 		stop.Add(2)
-		go func() {
-			defer stop.Done()
-			_ = hs.Shutdown(sctx)
-			gw.inprocServer.GracefulStop()
-		}()
+		go func() { defer stop.Done(); _ = hs.Shutdown(sctx) }()
 		go func() { defer stop.Done(); gw.grpc.GracefulStop() }()
 		stop.Wait()
 		close(done)
