@@ -66,6 +66,7 @@ func build(cfg *config.Config, log *slog.Logger) (*gateway, error) {
 	maxMsg := int(cfg.AI.Vision.MaxBodyBytes) + 1<<20
 	gs := grpc.NewServer(append(chain.ServerOptions(), grpc.MaxRecvMsgSize(maxMsg), grpc.MaxSendMsgSize(64<<20))...)
 	inproc := new(inprocgrpc.Channel).
+		WithCloner(protoCloner{}).
 		WithServerUnaryInterceptor(chain.UnaryInterceptor()).
 		WithServerStreamInterceptor(chain.StreamInterceptor())
 	core := server.New(server.Options{
@@ -96,6 +97,36 @@ func build(cfg *config.Config, log *slog.Logger) (*gateway, error) {
 		return nil, err
 	}
 	return gw, nil
+}
+
+// protoCloner copies messages between the in-process channel's client and
+// server sides with google.golang.org/protobuf directly; grpchan's default
+// goes through the deprecated github.com/golang/protobuf and reflection
+// (7% of a call's CPU in the in-process benchmark). Strings are shared, not
+// copied, so a 20 MiB image URL is not duplicated.
+type protoCloner struct{}
+
+var _ inprocgrpc.Cloner = protoCloner{}
+
+// Copy implements [inprocgrpc.Cloner.Copy]: out becomes a copy of in.
+func (protoCloner) Copy(out, in any) error {
+	o, ok := out.(proto.Message)
+	i, ok2 := in.(proto.Message)
+	if !ok || !ok2 {
+		return fmt.Errorf("in-process channel: %T is not a proto message", in)
+	}
+	proto.Reset(o)
+	proto.Merge(o, i)
+	return nil
+}
+
+// Clone implements [inprocgrpc.Cloner.Clone].
+func (protoCloner) Clone(in any) (any, error) {
+	m, ok := in.(proto.Message)
+	if !ok {
+		return nil, fmt.Errorf("in-process channel: %T is not a proto message", in)
+	}
+	return proto.Clone(m), nil
 }
 
 // close stops the gRPC server at once.
