@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/flexway/flexway/interceptors/identity"
+	"github.com/flexway/flexway/interceptors/sensitivity"
 	"github.com/flexway/flexway/interceptors/validate"
 	"github.com/flexway/flexway/server/faults"
 )
@@ -22,6 +23,10 @@ type Config struct {
 	Keys identity.Keyring
 	// OperationNamer names methods for the call state.
 	OperationNamer identity.OperationNamer
+	// Sensitivity says which tenants and agents are sensitive; nil: none.
+	Sensitivity sensitivity.Policy
+	// SensitiveHeader is ai.sensitive_header; empty: no header flags.
+	SensitiveHeader string
 	// Validator checks request messages; nil builds a default one.
 	Validator protovalidate.Validator
 	// Logger receives recovered panics; nil discards.
@@ -33,8 +38,8 @@ type Config struct {
 // call passes the same interceptors. Calls pass them as an onion,
 // outermost first:
 //
-//	recovery → identity → validate → service
-//	   ↑__________________________________|  (responses return outward)
+//	recovery → identity → sensitivity → validate → service
+//	   ↑________________________________________________|  (responses return outward)
 //
 // Health checks and reflection (grpc.health.v1, grpc.reflection.*) skip
 // identity and validation: they carry no tenant's traffic.
@@ -72,11 +77,13 @@ func New(c Config) (*Chain, error) {
 		Unary: []grpc.UnaryServerInterceptor{
 			recovery.UnaryServerInterceptor(rec),
 			selector.UnaryServerInterceptor(identity.UnaryServerInterceptor(c.Keys, idOpts...), guarded),
+			selector.UnaryServerInterceptor(sensitivity.UnaryServerInterceptor(c.Sensitivity, c.SensitiveHeader), guarded),
 			selector.UnaryServerInterceptor(validate.UnaryServerInterceptor(v), guarded),
 		},
 		Stream: []grpc.StreamServerInterceptor{
 			recovery.StreamServerInterceptor(rec),
 			selector.StreamServerInterceptor(identity.StreamServerInterceptor(c.Keys, idOpts...), guarded),
+			selector.StreamServerInterceptor(sensitivity.StreamServerInterceptor(c.Sensitivity, c.SensitiveHeader), guarded),
 			selector.StreamServerInterceptor(validate.StreamServerInterceptor(v), guarded),
 		},
 	}, nil

@@ -93,10 +93,11 @@ func (c *Core) plan(st *call.State, capability call.Capability) ([]string, error
 
 // canFallBack reports whether a failed attempt may be followed by the next
 // backend: connection errors, 5xx, timeouts and open circuits, never a 4xx
-// or a cancellation.
+// (an upstream 401 or 403, [backends.ErrUpstreamAuth], included, although
+// it is reported as an upstream error) or a cancellation.
 func canFallBack(err error) bool {
 	var fe *faults.Error
-	if !errors.As(err, &fe) {
+	if !errors.As(err, &fe) || errors.Is(err, backends.ErrUpstreamAuth) {
 		return false
 	}
 	switch fe.Reason {
@@ -113,6 +114,11 @@ func (c *Core) attempt(ctx context.Context, st *call.State, backend string, err 
 	attrs := []any{"request_id", st.RequestID, "backend", backend, "reason", string(fe.Reason)}
 	if fe.Err != nil {
 		attrs = append(attrs, "cause", fe.Err.Error())
+	}
+	if fe.Reason == faults.Canceled {
+		// The caller went away: not the backend's failure.
+		c.log.InfoContext(ctx, "call canceled by the caller", attrs...)
+		return
 	}
 	c.log.WarnContext(ctx, "upstream attempt failed", attrs...)
 }

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
@@ -35,6 +38,9 @@ func New(opts Options) (http.Handler, error) {
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = DefaultMaxBodyBytes
 	}
+	if opts.BodyReadTimeout <= 0 {
+		opts.BodyReadTimeout = DefaultBodyReadTimeout
+	}
 	f := &front{
 		opts:       opts,
 		chat:       flexwayv1.NewChatServiceClient(opts.Conn),
@@ -55,6 +61,7 @@ func New(opts Options) (http.Handler, error) {
 	mux.HandleFunc("POST /v1/chat/completions", f.chatCompletions)
 	mux.HandleFunc("POST /v1/embeddings", f.createEmbedding)
 	mux.HandleFunc("GET /v1/models", f.listModels)
+	mux.HandleFunc("GET /v1/models/{model...}", f.retrieveModel)
 	mux.HandleFunc("/v1/", f.v1NotFound)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -68,7 +75,7 @@ func New(opts Options) (http.Handler, error) {
 			WriteProblem(w, r, http.StatusNotFound, "no route for "+r.Method+" "+r.URL.Path)
 		})
 	}
-	return mux, nil
+	return withAccess(f.log, mux), nil
 }
 
 func (f *front) readyz(w http.ResponseWriter, r *http.Request) {
@@ -116,15 +123,32 @@ func (f *front) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *fault
 	if r.ContentLength > limit {
 		return nil, f.tooLarge()
 	}
+	if ce := r.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+		return nil, faults.New(faults.InvalidRequest, "Content-Encoding %q is not supported: send the body uncompressed", ce)
+	}
+	// A slow or stalled sender may not hold the connection for ever; the
+	// deadline is lifted once the whole body is in (streamed answers have
+	// none). After a failed read the body is closed, so that the server
+	// closes the connection instead of waiting for the rest of the body.
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(f.opts.BodyReadTimeout))
 	var buf bytes.Buffer
 	if r.ContentLength > 0 {
 		buf.Grow(int(r.ContentLength) + bytes.MinRead)
 	}
 	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit))
+	if err == nil {
+		_ = rc.SetReadDeadline(time.Time{})
+	} else {
+		_ = r.Body.Close()
+	}
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			return nil, f.tooLarge()
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return nil, faults.Wrap(faults.InvalidRequest, err, fmt.Sprintf("the request body did not arrive within %s", f.opts.BodyReadTimeout))
 		}
 		return nil, faults.Wrap(faults.InvalidRequest, err, "could not read the request body")
 	}
@@ -145,11 +169,11 @@ func authorized(w http.ResponseWriter, r *http.Request) bool {
 	return true
 }
 
-// copyHeaders writes the core's response metadata (x-request-id,
-// flexway-*) as HTTP headers.
+// copyHeaders writes the core's flexway-* response metadata as HTTP
+// headers (X-Request-Id is set by the front itself, see [withAccess]).
 func copyHeaders(w http.ResponseWriter, md metadata.MD) {
 	for k, vs := range md {
-		if k == "x-request-id" || strings.HasPrefix(k, "flexway-") {
+		if strings.HasPrefix(k, "flexway-") {
 			for _, v := range vs {
 				w.Header().Add(k, v)
 			}
@@ -213,19 +237,48 @@ func (f *front) createEmbedding(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(append(openaiwire.AppendEmbeddingResponse(nil, resp), '\n'))
 }
 
-func (f *front) listModels(w http.ResponseWriter, r *http.Request) {
+// modelList asks the core for the caller's models; on failure it has
+// written the error and returns nil.
+func (f *front) modelList(w http.ResponseWriter, r *http.Request) *flexwayv1.ListModelsResponse {
 	if !authorized(w, r) {
-		return
+		return nil
 	}
 	var header metadata.MD
 	resp, err := f.models.ListModels(f.outgoing(r), &flexwayv1.ListModelsRequest{}, grpc.Header(&header))
 	copyHeaders(w, header)
 	if err != nil {
 		f.fail(w, r, err)
+		return nil
+	}
+	return resp
+}
+
+// retrieveModel answers GET /v1/models/{model}: the entry of the list the
+// caller can be served, or 404.
+func (f *front) retrieveModel(w http.ResponseWriter, r *http.Request) {
+	resp := f.modelList(w, r)
+	if resp == nil {
 		return
 	}
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(append(openaiwire.AppendModelList(nil, resp), '\n'))
+	id := r.PathValue("model")
+	for _, m := range resp.GetData() {
+		if m.GetId() == id {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write(append(openaiwire.AppendModel(nil, m), '\n'))
+			return
+		}
+	}
+	fe := faults.New(faults.NotFound, "The model %q does not exist or you do not have access to it.", id)
+	fe.Param = "model"
+	writeOpenAIError(w, fe)
+}
+
+// listModels answers GET /v1/models.
+func (f *front) listModels(w http.ResponseWriter, r *http.Request) {
+	if resp := f.modelList(w, r); resp != nil {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(append(openaiwire.AppendModelList(nil, resp), '\n'))
+	}
 }
 
 // fail writes the error of a core call in OpenAI's envelope.

@@ -3,6 +3,7 @@ package transcoder
 import (
 	"log/slog"
 	"net/http"
+	"time"
 
 	"google.golang.org/grpc"
 )
@@ -15,6 +16,9 @@ type Options struct {
 	// MaxBodyBytes bounds a request body in bytes (ai.vision.max_body_bytes);
 	// a larger body is refused with 413 while it is read. Default 24 MiB.
 	MaxBodyBytes int64
+	// BodyReadTimeout bounds how long a request body may take to arrive;
+	// a slower sender gets 400. Default 60 s.
+	BodyReadTimeout time.Duration
 	// ForwardHeaders are the request headers passed to the core as gRPC
 	// metadata besides Authorization and X-Request-Id: the sensitivity
 	// header and the relays' identity headers. They never reach an upstream.
@@ -33,3 +37,7 @@ type Options struct {
 // DefaultMaxBodyBytes is the body limit when Options.MaxBodyBytes is 0:
 // 24 MiB.
 const DefaultMaxBodyBytes = 24 << 20
+
+// DefaultBodyReadTimeout is the body read bound when
+// Options.BodyReadTimeout is 0.
+const DefaultBodyReadTimeout = 60 * time.Second

@@ -56,9 +56,11 @@ func build(cfg *config.Config, log *slog.Logger) (*gateway, error) {
 		return nil, err
 	}
 	chain, err := interceptors.New(interceptors.Config{
-		Keys:           newKeyring(cfg),
-		OperationNamer: newOperationNamer(),
-		Logger:         log,
+		Keys:            newKeyring(cfg),
+		OperationNamer:  newOperationNamer(),
+		Sensitivity:     sensitivePolicy{cfg},
+		SensitiveHeader: cfg.AI.SensitiveHeader,
+		Logger:          log,
 	})
 	if err != nil {
 		return nil, err
@@ -203,6 +205,19 @@ func routingTable(cfg *config.Config) *routing.Table {
 		t.Backends[name] = rb
 	}
 	return t
+}
+
+// sensitivePolicy reads ai.tenants.T.sensitive and
+// ai.tenants.T.agents.A.sensitive.
+type sensitivePolicy struct{ cfg *config.Config }
+
+// Sensitive implements [sensitivity.Policy.Sensitive].
+func (p sensitivePolicy) Sensitive(tenant, agent string) bool {
+	t, ok := p.cfg.AI.Tenants[tenant]
+	if !ok {
+		return false
+	}
+	return t.Sensitive || (agent != "" && t.Agents[agent].Sensitive)
 }
 
 // keyring resolves API keys and relay keys by their SHA-256.

@@ -67,15 +67,37 @@ type testGW struct {
 	done chan error
 }
 
-// freePort returns a loopback address that was free a moment ago.
+// handedOut holds the addresses freePort returned, so that it never returns
+// one twice: the kernel may hand a port just closed out again, which gave
+// server.http and server.grpc the same address.
+var handedOut struct {
+	sync.Mutex
+	addrs map[string]bool
+}
+
+// freePort returns a loopback address that was free a moment ago, never
+// one it returned before.
 func freePort(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := l.Addr().String()
+		l.Close()
+		if !handedOut.addrs[addr] {
+			if handedOut.addrs == nil {
+				handedOut.addrs = map[string]bool{}
+			}
+			handedOut.addrs[addr] = true
+			return addr
+		}
 	}
-	defer l.Close()
-	return l.Addr().String()
+	t.Fatal("no loopback port not handed out before")
+	return ""
 }
 
 // baseConfig is a configuration with one openai backend "main" at

@@ -18,6 +18,12 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	go func() {
+		// After the first signal, a second one stops at once instead of
+		// waiting for open streams.
+		<-ctx.Done()
+		stop()
+	}()
 	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		if err != errSilent {
 			fmt.Fprintln(os.Stderr, "flexway:", err)

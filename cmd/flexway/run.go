@@ -33,18 +33,35 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("flexway "+cmd, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	configPath := fs.String("config", "flexway.yaml", "configuration file")
+	parse := func() error {
+		if err := fs.Parse(rest); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return err
+			}
+			return errSilent
+		}
+		if fs.NArg() > 0 {
+			fmt.Fprintf(stderr, "flexway %s: unexpected argument %q\n", cmd, fs.Arg(0))
+			return errSilent
+		}
+		return nil
+	}
 	switch cmd {
 	case "serve":
-		if err := fs.Parse(rest); err != nil {
-			return errSilent
+		if err := parse(); err != nil {
+			return helpIsNoError(err)
 		}
 		return serve(ctx, *configPath, stdout, stderr, nil)
 	case "validate":
-		if err := fs.Parse(rest); err != nil {
-			return errSilent
+		if err := parse(); err != nil {
+			return helpIsNoError(err)
 		}
 		return validate(*configPath, stdout)
-	case "version":
+	case "version", "--version", "-version":
+		if len(rest) > 0 {
+			fmt.Fprintf(stderr, "flexway version: unexpected argument %q\n", rest[0])
+			return errSilent
+		}
 		fmt.Fprintln(stdout, "flexway", versionString())
 		return nil
 	case "help", "-h", "--help":
@@ -53,6 +70,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stderr, "flexway: unknown command %q\n%s", cmd, usage)
 	return errSilent
+}
+
+// helpIsNoError turns a -h request into success (the usage was printed).
+func helpIsNoError(err error) error {
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	return err
 }
 
 // versionString is the build's version and, when known, its VCS revision.

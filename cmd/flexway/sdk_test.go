@@ -176,6 +176,15 @@ func TestSDKEmbeddingsAndModels(t *testing.T) {
 	if strings.Join(ids, ",") != "m-large/main,m-small/main" {
 		t.Fatalf("models: %v", ids)
 	}
+	m, err := client.Models.Get(context.Background(), "m-small")
+	if err != nil || m.ID != "m-small" || m.OwnedBy != "main" {
+		t.Fatalf("model m-small: %+v, %v", m, err)
+	}
+	_, err = client.Models.Get(context.Background(), "gpt-unknown")
+	var apiErr *openai.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 404 {
+		t.Fatalf("unknown model: %v", err)
+	}
 }
 
 func TestSDKErrors(t *testing.T) {

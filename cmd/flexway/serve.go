@@ -60,6 +60,7 @@ func serve(ctx context.Context, path string, stdout, stderr io.Writer, ready lis
 	hs := &http.Server{
 		Handler:           gw.http,
 		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	var wg sync.WaitGroup
@@ -108,5 +109,6 @@ func serve(ctx context.Context, path string, stdout, stderr io.Writer, ready lis
 	}
 	gw.close()
 	wg.Wait()
+	log.Info("flexway stopped")
 	return runErr
 }

@@ -14,7 +14,7 @@ import (
 func validate(path string, stdout io.Writer) error {
 	cfg, warnings, err := config.Load(path)
 	for _, w := range warnings {
-		fmt.Fprintln(stdout, "warning:", w.Error())
+		fmt.Fprintln(stdout, w.Error()) // "file:line: warning: path: message"
 	}
 	if err != nil {
 		if ps, ok := err.(config.Problems); ok {

@@ -5,15 +5,31 @@ package backends
 
 import (
 	"context"
+	"errors"
 
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
 )
 
+// ErrUpstreamAuth is the cause (faults.Error.Err) of the
+// faults.UpstreamError a backend returns when its upstream refused the
+// gateway's own credentials (HTTP 401 or 403). Such a refusal is not relayed
+// to the caller, whose key is not the one refused, and is not fallen back
+// from: like any other upstream 4xx, it is no transient failure. Test for it
+// with errors.Is.
+var ErrUpstreamAuth = errors.New("upstream refused the gateway's credentials")
+
 // Backend serves chat completions and embeddings. Implementations are safe
-// for concurrent use. Errors are *faults.Error: faults.UpstreamStatus for an
-// upstream 4xx (status and body kept), faults.UpstreamError for a
-// connection error, a 5xx or an unreadable answer, faults.UpstreamTimeout
-// for a timeout, and faults.Canceled when ctx was canceled.
+// for concurrent use. Errors are *faults.Error:
+//   - faults.UpstreamStatus for an upstream 4xx other than 401 and 403
+//     (429 included), with the status and body kept for relay;
+//   - faults.UpstreamError wrapping [ErrUpstreamAuth] for an upstream 401
+//     or 403: the upstream refused the gateway's credentials, which the
+//     caller is not told as if its own key were refused, and which is never
+//     fallen back from; no upstream body is kept;
+//   - faults.UpstreamError for a connection error, a 5xx or an unreadable
+//     answer;
+//   - faults.UpstreamTimeout for a timeout, and faults.Canceled when ctx was
+//     canceled.
 type Backend interface {
 	// Name is the backend's key in ai.backends.
 	Name() string

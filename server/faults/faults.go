@@ -38,7 +38,8 @@ const (
 	// SensitiveNoInternalBackend: a sensitive call no internal backend can
 	// serve (403, PERMISSION_DENIED).
 	SensitiveNoInternalBackend Reason = "sensitive_no_internal_backend"
-	// UpstreamError: every backend failed (502, UNAVAILABLE).
+	// UpstreamError: every backend failed, or one refused the gateway's
+	// own credentials (502, UNAVAILABLE).
 	UpstreamError Reason = "upstream_error"
 	// NoBackendAvailable: every circuit is open (503, UNAVAILABLE).
 	NoBackendAvailable Reason = "no_backend_available"

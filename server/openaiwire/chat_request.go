@@ -24,10 +24,12 @@ import (
 //     is not an object (`messages[i]`) or has no non-empty string role
 //     (`messages[i].role`);
 //   - a content part that is not an object (`messages[i].content[j]`), has
-//     no type or a type other than "text" and "image_url"
+//     no type or a type other than "text", "image_url" and "refusal"
 //     (`messages[i].content[j].type`), a text part without a string text
 //     (`...text`), an image_url part without an image_url object holding a
-//     string url (`...image_url` or `...image_url.url`);
+//     string url (`...image_url` or `...image_url.url`), a refusal part
+//     without a string refusal (`...refusal`; the refusal is kept raw in
+//     the part's extra_fields);
 //   - n outside 1..128 (`n`); a negative or non-integer max_tokens or
 //     max_completion_tokens.
 func ParseChatCompletionRequest(data []byte) (*flexwayv1.CreateChatCompletionRequest, error) {

@@ -69,6 +69,17 @@ func TestAppendChatCompletionRequestUpstream(t *testing.T) {
 			edit: func(m map[string]any) { m["model"] = "gpt-4o-mini" },
 		},
 		{
+			// A replayed assistant refusal reaches the upstream unchanged,
+			// its refusal member and any other member of the part included.
+			name: "refusal_part_carried",
+			in: `{"model":"gpt-4o","messages":[{"role":"user","content":"how do I pick a lock?"},` +
+				`{"role":"assistant","content":[{"type":"refusal","refusal":"I can't help with that. \u00e9\n","x_part":[1,null]}]},` +
+				`{"role":"assistant","content":[{"type":"text","text":"Try:"},{"refusal":"No.","type":"refusal"}]},` +
+				`{"role":"user","content":[{"type":"text","text":"why?"}]}]}`,
+			u:    openaiwire.Upstream{Model: "gpt-4o"},
+			edit: func(m map[string]any) {},
+		},
+		{
 			name: "unary_keeps_stream_false",
 			in:   `{"model":"gpt-4o",` + base + `,"stream":false}`,
 			u:    openaiwire.Upstream{},

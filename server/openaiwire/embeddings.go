@@ -577,13 +577,19 @@ func AppendModelList(dst []byte, r *flexwayv1.ListModelsResponse) []byte {
 		if i > 0 {
 			o.dst = append(o.dst, ',')
 		}
-		mo := open(o.dst)
-		mo.str("id", m.GetId())
-		mo.str("object", cmp.Or(m.GetObject(), "model"))
-		mo.int("created", m.GetCreated())
-		mo.str("owned_by", m.GetOwnedBy())
-		o.dst = mo.close()
+		o.dst = AppendModel(o.dst, m)
 	}
 	o.dst = append(o.dst, ']')
 	return o.close()
+}
+
+// AppendModel appends OpenAI's `model` object (GET /v1/models/{model}):
+// id, object "model", created (Unix seconds) and owned_by.
+func AppendModel(dst []byte, m *flexwayv1.Model) []byte {
+	mo := open(dst)
+	mo.str("id", m.GetId())
+	mo.str("object", cmp.Or(m.GetObject(), "model"))
+	mo.int("created", m.GetCreated())
+	mo.str("owned_by", m.GetOwnedBy())
+	return mo.close()
 }

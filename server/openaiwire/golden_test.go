@@ -185,6 +185,40 @@ func TestGoldenChatRequestValues(t *testing.T) {
 	}
 }
 
+// TestGoldenChatRequestRefusal pins how a replayed assistant refusal part
+// is held: type "refusal", its refusal member raw in extra_fields, and
+// written back byte for byte.
+func TestGoldenChatRequestRefusal(t *testing.T) {
+	t.Parallel()
+	req, err := openaiwire.ParseChatCompletionRequest(readTestdata(t, "chat_request_refusal.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs := req.GetMessages()
+	if len(msgs) != 5 {
+		t.Fatalf("got %d messages, want 5", len(msgs))
+	}
+	p := msgs[2].GetParts().GetParts()
+	const raw = `"I can't help with that. \u00e9 \"quoted\""`
+	if len(p) != 1 || p[0].GetType() != "refusal" || p[0].GetExtraFields()["refusal"] != raw || p[0].Text != nil {
+		t.Errorf("refusal part = %v, want type refusal and refusal %s raw in extra_fields", p, raw)
+	}
+	if got := msgs[2].GetExtraFields()["refusal"]; got != "null" {
+		t.Errorf("message refusal raw = %q, want null", got)
+	}
+	p = msgs[3].GetParts().GetParts()
+	if len(p) != 2 || p[1].GetType() != "refusal" || p[1].GetExtraFields()["refusal"] != `""` || p[1].GetExtraFields()["x_vendor"] != `{"a": [1, null]}` {
+		t.Errorf("parts = %v", p)
+	}
+	out, err := openaiwire.AppendChatCompletionRequest(nil, req, openaiwire.Upstream{Model: "gpt-4o"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"type":"refusal","refusal":` + raw + `}`; !bytes.Contains(out, []byte(want)) {
+		t.Errorf("output lacks %s:\n%s", want, out)
+	}
+}
+
 // TestGoldenResponseValues pins values of the response and chunk golden
 // files, and what their encoding writes.
 func TestGoldenResponseValues(t *testing.T) {

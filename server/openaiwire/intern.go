@@ -26,6 +26,8 @@ func internOrCopy(b []byte) string {
 		return "text"
 	case "image_url":
 		return "image_url"
+	case "refusal":
+		return "refusal"
 	case "auto":
 		return "auto"
 	case "low":

@@ -1,13 +1,15 @@
 package openaiwire
 
 import (
+	"strings"
+
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
 // message parses a ChatMessage object at d.pos: a request message when
-// strict (role required, parts "text" or "image_url" only), a response
-// message or delta otherwise.
+// strict (role required, parts "text", "image_url" or "refusal" only), a
+// response message or delta otherwise.
 func (d *decoder) message(strict bool) (*flexwayv1.ChatMessage, error) {
 	if err := d.openObject(); err != nil {
 		return nil, err
@@ -108,7 +110,9 @@ func (d *decoder) content(m *flexwayv1.ChatMessage, strict bool) error {
 }
 
 // contentPart parses one content part at d.pos. Strict parsing refuses
-// every type but "text" and "image_url"; lenient parsing keeps an unknown
+// every type but "text", "image_url" and "refusal" (an assistant's refusal
+// replayed, whose `refusal` member, a string, is kept raw in extra_fields
+// like any member Flexway does not model); lenient parsing keeps an unknown
 // type with its members in extra_fields.
 func (d *decoder) contentPart(strict bool) (*flexwayv1.ContentPart, error) {
 	if err := d.openObject(); err != nil {
@@ -173,8 +177,14 @@ func (d *decoder) contentPart(strict bool) (*flexwayv1.ContentPart, error) {
 		if p.ImageUrl == nil {
 			return nil, fieldErr("image_url", "an image_url content part needs an image_url object with a url")
 		}
+	case p.Type == "refusal":
+		// The raw text starts at the value's first byte: a string starts
+		// with its quote.
+		if r := p.ExtraFields["refusal"]; strict && !strings.HasPrefix(r, `"`) {
+			return nil, fieldErr("refusal", "a refusal content part needs a string refusal")
+		}
 	case strict:
-		return nil, fieldErr("type", "content part type %q is not supported; use \"text\" or \"image_url\"", p.Type)
+		return nil, fieldErr("type", "content part type %q is not supported; use \"text\", \"image_url\" or \"refusal\"", p.Type)
 	}
 	return p, nil
 }

@@ -389,7 +389,9 @@ func (x *ContentParts) GetParts() []*ContentPart {
 // ContentPart is one part of a message's content.
 type ContentPart struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Type is "text" or "image_url"; any other type is refused.
+	// Type is "text", "image_url" or "refusal" (an assistant's refusal,
+	// replayed; its `refusal` string is carried in extra_fields); any other
+	// type is refused.
 	Type string `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
 	// Text is the text of a "text" part.
 	Text *string `protobuf:"bytes,2,opt,name=text,proto3,oneof" json:"text,omitempty"`
@@ -923,9 +925,9 @@ const file_flexway_v1_chat_proto_rawDesc = "" +
 	"\acontentB\a\n" +
 	"\x05_name\"=\n" +
 	"\fContentParts\x12-\n" +
-	"\x05parts\x18\x01 \x03(\v2\x17.flexway.v1.ContentPartR\x05parts\"\x9b\x02\n" +
-	"\vContentPart\x12*\n" +
-	"\x04type\x18\x01 \x01(\tB\x16\xbaH\x13r\x11R\x04textR\timage_urlR\x04type\x12\x17\n" +
+	"\x05parts\x18\x01 \x03(\v2\x17.flexway.v1.ContentPartR\x05parts\"\xa4\x02\n" +
+	"\vContentPart\x123\n" +
+	"\x04type\x18\x01 \x01(\tB\x1f\xbaH\x1cr\x1aR\x04textR\timage_urlR\arefusalR\x04type\x12\x17\n" +
 	"\x04text\x18\x02 \x01(\tH\x00R\x04text\x88\x01\x01\x121\n" +
 	"\timage_url\x18\x03 \x01(\v2\x14.flexway.v1.ImageUrlR\bimageUrl\x12K\n" +
 	"\fextra_fields\x18\x0f \x03(\v2(.flexway.v1.ContentPart.ExtraFieldsEntryR\vextraFields\x1a>\n" +

@@ -3,6 +3,8 @@ package openai
 import (
 	"compress/gzip"
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -13,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flexway/flexway/server/backends"
 	"github.com/flexway/flexway/server/faults"
 )
 
@@ -255,7 +258,7 @@ func TestUpstream4xxKeptForRelay(t *testing.T) {
 			retryAfter: "7", wantRetry: 7,
 		},
 		{name: "404_text", status: 404, contentType: "text/plain", body: "no such model"},
-		{name: "401_empty", status: 401},
+		{name: "422_empty", status: 422},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -279,6 +282,136 @@ func TestUpstream4xxKeptForRelay(t *testing.T) {
 					t.Errorf("%s: got status %d, type %q, body %q, retry %d", what, fe.UpstreamHTTPStatus, fe.UpstreamContentType, fe.UpstreamBody, fe.RetryAfterSeconds)
 				}
 				notContains(t, what+" message", fe.Message, "Rate limit", "unknown parameter", "no such model")
+			}
+			_, _, err := b.CreateChatCompletion(context.Background(), chatRequest("m"))
+			check("chat", err)
+			_, _, err = b.StreamChatCompletion(context.Background(), chatRequest("m"))
+			check("stream", err)
+			_, _, err = b.CreateEmbedding(context.Background(), embeddingRequest("m"))
+			check("embeddings", err)
+		})
+	}
+}
+
+// TestUpstreamAuthRefused: an upstream 401 or 403 refuses the gateway's
+// credentials, not the caller's: it is an upstream error (502) wrapping
+// backends.ErrUpstreamAuth that names the backend's auth setting, and the
+// upstream's body, which may echo the credential, is kept nowhere.
+func TestUpstreamAuthRefused(t *testing.T) {
+	t.Parallel()
+	const secret = "upstream-secret-XYZ"
+	tests := []struct {
+		name        string
+		status      int
+		contentType string
+		body        string
+	}{
+		{
+			name: "401_openai_json", status: 401, contentType: "application/json",
+			body: `{"error":{"message":"Incorrect API key provided: ` + secret + `.","type":"invalid_request_error","code":"invalid_api_key"}}`,
+		},
+		{name: "403_text", status: 403, contentType: "text/plain", body: "forbidden for key " + secret},
+		{name: "401_empty", status: 401},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			u := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+				if tt.contentType != "" {
+					w.Header().Set("Content-Type", tt.contentType)
+				}
+				w.Header().Set("Retry-After", "30")
+				w.WriteHeader(tt.status)
+				io.WriteString(w, tt.body)
+			})
+			b := newBackend(t, u, Options{Auth: Auth{Type: AuthBearer, Secret: secret}})
+			want := fmt.Sprintf(`backend "main" refused the gateway's credentials (HTTP %d); check ai.backends.main.auth`, tt.status)
+			check := func(what string, err error) {
+				t.Helper()
+				fe := wantFault(t, err, faults.UpstreamError)
+				if !errors.Is(err, backends.ErrUpstreamAuth) {
+					t.Errorf("%s: errors.Is(err, backends.ErrUpstreamAuth) = false; cause %v", what, fe.Err)
+				}
+				if fe.Message != want {
+					t.Errorf("%s: message %q, want %q", what, fe.Message, want)
+				}
+				if fe.HTTPStatus() != http.StatusBadGateway || fe.UpstreamHTTPStatus != 0 || fe.UpstreamBody != nil ||
+					fe.UpstreamContentType != "" || fe.RetryAfterSeconds != 0 {
+					t.Errorf("%s: HTTP %d, upstream status %d, type %q, body %q, retry %d; want 502 and nothing relayed",
+						what, fe.HTTPStatus(), fe.UpstreamHTTPStatus, fe.UpstreamContentType, fe.UpstreamBody, fe.RetryAfterSeconds)
+				}
+				notContains(t, what+" error", err.Error(), secret, "Incorrect API key", "forbidden")
+				notContains(t, what+" cause chain", causeChain(err), secret, "Incorrect API key", "forbidden")
+			}
+			_, _, err := b.CreateChatCompletion(context.Background(), chatRequest("m"))
+			check("chat", err)
+			_, _, err = b.StreamChatCompletion(context.Background(), chatRequest("m"))
+			check("stream", err)
+			_, _, err = b.CreateEmbedding(context.Background(), embeddingRequest("m"))
+			check("embeddings", err)
+		})
+	}
+}
+
+// TestUpstream5xxBodyNotKept: a 5xx body may echo a prompt or a token; the
+// error keeps, for logs, the status, the Content-Type and the size read,
+// never a byte of the body.
+func TestUpstream5xxBodyNotKept(t *testing.T) {
+	t.Parallel()
+	const secret = "upstream-secret-XYZ"
+	echo := `{"error":{"message":"overloaded while serving: my password is ` + secret + `"}}`
+	tests := []struct {
+		name        string
+		status      int
+		contentType string
+		body        string
+		gzip        bool
+		wantCause   string
+	}{
+		{
+			name: "500_json", status: 500, contentType: "application/json", body: echo,
+			wantCause: fmt.Sprintf(`upstream main status 500, Content-Type "application/json", %d body bytes read`, len(echo)),
+		},
+		{
+			name: "503_gzip", status: 503, contentType: "application/json", body: echo, gzip: true,
+			wantCause: fmt.Sprintf(`upstream main status 503, Content-Type "application/json", %d body bytes read`, len(echo)),
+		},
+		{
+			name: "502_large", status: 502, contentType: "text/html", body: strings.Repeat(secret, 10000),
+			wantCause: `upstream main status 502, Content-Type "text/html", over 65536 body bytes, the rest not read`,
+		},
+		{
+			name: "500_empty", status: 500,
+			wantCause: `upstream main status 500, Content-Type "", 0 body bytes read`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			u := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+				if tt.contentType != "" {
+					w.Header().Set("Content-Type", tt.contentType)
+				}
+				if tt.gzip {
+					w.Header().Set("Content-Encoding", "gzip")
+					w.WriteHeader(tt.status)
+					zw := gzip.NewWriter(w)
+					io.WriteString(zw, tt.body)
+					zw.Close()
+					return
+				}
+				w.WriteHeader(tt.status)
+				io.WriteString(w, tt.body)
+			})
+			b := newBackend(t, u, Options{})
+			check := func(what string, err error) {
+				t.Helper()
+				fe := wantFault(t, err, faults.UpstreamError)
+				if fe.Err == nil || fe.Err.Error() != tt.wantCause {
+					t.Errorf("%s: cause %v, want %q", what, fe.Err, tt.wantCause)
+				}
+				notContains(t, what+" error", err.Error(), secret, "overloaded")
+				notContains(t, what+" cause chain", causeChain(err), secret, "overloaded")
 			}
 			_, _, err := b.CreateChatCompletion(context.Background(), chatRequest("m"))
 			check("chat", err)

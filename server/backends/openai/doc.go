@@ -15,15 +15,22 @@
 //   - faults.UpstreamError: connection error, 5xx, an unreadable or
 //     truncated answer, an error event inside a stream, a stream cut before
 //     `data: [DONE]`, an unreadable token file;
+//   - faults.UpstreamError wrapping [backends.ErrUpstreamAuth]: an upstream
+//     401 or 403, the upstream refusing the gateway's credentials (not the
+//     caller's), which the core does not fall back from; the message names
+//     the backend's auth setting, and the upstream's body, which may echo
+//     the credential, is dropped;
 //   - faults.UpstreamTimeout: no response headers within Options.Timeout, or
 //     no byte for Options.IdleTimeout while reading an answer;
-//   - faults.UpstreamStatus: an upstream 4xx (429 included), with its
-//     status, Content-Type, body (first MiB) and Retry-After kept so that the
-//     front relays them as they are;
+//   - faults.UpstreamStatus: any other upstream 4xx (429 included), with
+//     its status, Content-Type, body (first MiB) and Retry-After kept so
+//     that the front relays them as they are;
 //   - faults.Canceled: the caller's context was canceled.
 //
-// Error messages name the backend and the upstream status only; upstream
-// bodies and causes are in [faults.Error.Err], for logs.
+// Error messages name the backend and the upstream status only. Causes are
+// in [faults.Error.Err], for logs; of a failed answer's body they keep the
+// Content-Type and the size read, never the bytes, which may echo a prompt
+// or a token (only an in-stream error event's data, bounded, is kept).
 //
 // JSON encoding and decoding is package openaiwire's; this package only
 // moves bytes.

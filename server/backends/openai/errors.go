@@ -13,15 +13,17 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flexway/flexway/server/backends"
 	"github.com/flexway/flexway/server/faults"
 )
 
 // maxRetryAfterSeconds caps a relayed Retry-After.
 const maxRetryAfterSeconds = 24 * 60 * 60
 
-// logSnippetBytes bounds the part of a failed answer's body kept, in
-// faults.Error.Err, for logs.
-const logSnippetBytes = 1 << 10
+// failedBodyCountBytes bounds the read of a 5xx (or other non-4xx) answer's
+// body, whose bytes are counted for logs but never kept: one more than the
+// bytes reported, so that a longer body is told apart.
+const failedBodyCountBytes = 64<<10 + 1
 
 // failure maps an error of a request or of a body read, reqCtx being the
 // request's context and parent the caller's. message is the client-facing
@@ -56,25 +58,49 @@ func (ex *exchange) readError(err error) *faults.Error {
 	return ex.b.failure(ex.parent, ex.ctx, err, "upstream "+ex.b.name+" cut its answer short")
 }
 
-// statusError maps a non-2xx answer. A 4xx keeps the upstream's status,
-// Content-Type and body (its first MiB) for relay; any other status is an
-// upstream error whose message says the status only. decodeErr is the
-// failure to decode the body, if any.
+// statusError maps a non-2xx answer:
+//   - a 401 or 403 is the upstream refusing the gateway's own credentials:
+//     an upstream error wrapping [backends.ErrUpstreamAuth] whose message
+//     names the backend's auth setting; the body, which may echo the
+//     credential, is neither kept nor logged;
+//   - any other 4xx keeps the upstream's status, Content-Type and body (its
+//     first MiB) for relay;
+//   - any other status is an upstream error whose message says the status
+//     only, and whose cause, for logs, says the status, Content-Type and
+//     how many body bytes came at once, never the bytes themselves.
+//
+// decodeErr is the failure to decode the body, if any.
 func (ex *exchange) statusError(decodeErr error) *faults.Error {
 	code := ex.resp.StatusCode
 	msg := fmt.Sprintf("upstream %s answered %d", ex.b.name, code)
 	retry := retryAfter(ex.resp.Header.Get("Retry-After"), time.Now())
-	if code < 400 || code > 499 {
+	switch {
+	case code == http.StatusUnauthorized || code == http.StatusForbidden:
+		return &faults.Error{
+			Reason: faults.UpstreamError,
+			Message: fmt.Sprintf("backend %q refused the gateway's credentials (HTTP %d); check ai.backends.%s.auth",
+				ex.b.name, code, ex.b.name),
+			Err: fmt.Errorf("upstream %s status %d: %w", ex.b.name, code, backends.ErrUpstreamAuth),
+		}
+	case code < 400 || code > 499:
 		fe := &faults.Error{Reason: faults.UpstreamError, Message: msg, RetryAfterSeconds: retry}
 		if decodeErr != nil {
 			fe.Err = decodeErr
 			return fe
 		}
 		// Only what comes at once: a slow body must not delay a fallback.
+		// The body is counted, never kept: it may echo a prompt or a token.
 		t := time.AfterFunc(drainTimeout, func() { ex.cancel(errDrainTimeout) })
-		snippet, err := io.ReadAll(io.LimitReader(ex.body, logSnippetBytes))
+		n, err := io.Copy(io.Discard, io.LimitReader(ex.body, failedBodyCountBytes))
 		t.Stop()
-		fe.Err = fmt.Errorf("upstream %s status %d, body starting %q", ex.b.name, code, snippet)
+		size := fmt.Sprintf("%d body bytes read", n)
+		switch {
+		case n == failedBodyCountBytes:
+			size = fmt.Sprintf("over %d body bytes, the rest not read", n-1)
+		case err != nil:
+			size += " before the body failed"
+		}
+		fe.Err = fmt.Errorf("upstream %s status %d, Content-Type %q, %s", ex.b.name, code, logHeader(ex.resp.Header.Get("Content-Type")), size)
 		if err != nil && ex.parent.Err() != nil {
 			return contextError(ex.parent)
 		}
@@ -105,6 +131,15 @@ func (ex *exchange) statusError(decodeErr error) *faults.Error {
 	fe.UpstreamContentType = ex.resp.Header.Get("Content-Type")
 	fe.UpstreamBody = body
 	return fe
+}
+
+// logHeader bounds a response header value written to a log line.
+func logHeader(v string) string {
+	const limit = 128
+	if len(v) > limit {
+		return v[:limit] + "..."
+	}
+	return v
 }
 
 // retryAfter returns the seconds of a Retry-After header value: a number of

@@ -229,6 +229,30 @@ func deltaText(c *flexwayv1.ChatCompletionChunk) string {
 	return c.GetChoices()[0].GetDelta().GetText()
 }
 
+// causeChain returns fmt.Sprint of err and of every error it wraps, for a
+// test that nothing of an upstream's body reaches a log line.
+func causeChain(err error) string {
+	var b strings.Builder
+	var walk func(error)
+	walk = func(err error) {
+		if err == nil {
+			return
+		}
+		b.WriteString(fmt.Sprint(err))
+		b.WriteString(fmt.Sprintf(" %+v\n", err))
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			walk(u.Unwrap())
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				walk(e)
+			}
+		}
+	}
+	walk(err)
+	return b.String()
+}
+
 // notContains fails the test if s contains any of subs.
 func notContains(t testing.TB, what, s string, subs ...string) {
 	t.Helper()

@@ -259,13 +259,26 @@ func (s *stream) tooLarge() error {
 	return faults.New(faults.UpstreamError, "upstream %s sent a stream event over %d MiB", s.ex.b.name, maxAnswerBytes>>20)
 }
 
-// upstreamErrorEvent is the error of an upstream's in-stream error event;
-// its data, bounded, is kept for logs only.
+// upstreamErrorEvent is the error of an upstream's in-stream error event.
+// Only the error's `type` and `code` (each cut to 64 bytes) and the event's
+// size are kept, for logs: its message may echo a prompt or a credential.
 func (s *stream) upstreamErrorEvent(data []byte) error {
-	if len(data) > logSnippetBytes {
-		data = data[:logSnippetBytes]
+	var probe struct {
+		Error struct {
+			Type any `json:"type"`
+			Code any `json:"code"`
+		} `json:"error"`
 	}
-	return faults.Wrap(faults.UpstreamError, fmt.Errorf("upstream error event: %q", data), "upstream "+s.ex.b.name+" reported an error in its stream")
+	_ = json.Unmarshal(data, &probe)
+	cut := func(v any) string {
+		t := fmt.Sprint(v)
+		if len(t) > 64 {
+			t = t[:64]
+		}
+		return t
+	}
+	cause := fmt.Errorf("upstream error event: type %q, code %q, %d bytes", cut(probe.Error.Type), cut(probe.Error.Code), len(data))
+	return faults.Wrap(faults.UpstreamError, cause, "upstream "+s.ex.b.name+" reported an error in its stream")
 }
 
 // isErrorObject reports whether data is a JSON object with a non-null

@@ -1,0 +1,132 @@
+package transcoder
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+)
+
+// noCore is a core that must not be reached: the requests of these tests
+// are answered by the front itself.
+type noCore struct{ t *testing.T }
+
+var _ grpc.ClientConnInterface = noCore{}
+
+func (c noCore) Invoke(context.Context, string, any, any, ...grpc.CallOption) error {
+	c.t.Error("the core was called")
+	return errors.New("no core")
+}
+
+func (c noCore) NewStream(context.Context, *grpc.StreamDesc, string, ...grpc.CallOption) (grpc.ClientStream, error) {
+	c.t.Error("the core was called")
+	return nil, errors.New("no core")
+}
+
+func newFront(t *testing.T, opts Options) *httptest.Server {
+	t.Helper()
+	opts.Conn = noCore{t}
+	h, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func TestFrontAnswersItself(t *testing.T) {
+	srv := newFront(t, Options{})
+	tests := []struct {
+		name    string
+		method  string
+		path    string
+		headers map[string]string
+		status  int
+		code    string
+		problem bool
+	}{
+		{name: "no key", method: "POST", path: "/v1/chat/completions", status: 401, code: "invalid_api_key"},
+		{name: "compressed body", method: "POST", path: "/v1/chat/completions", headers: map[string]string{"Authorization": "Bearer k", "Content-Encoding": "gzip"}, status: 400, code: "invalid_request"},
+		{name: "unknown v1 path", method: "GET", path: "/v1/nope", status: 404, code: "not_found"},
+		{name: "wrong method", method: "GET", path: "/v1/chat/completions", status: 405, code: "invalid_request"},
+		{name: "unknown path is a problem", method: "GET", path: "/nope", status: 404, problem: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req, _ := http.NewRequest(tt.method, srv.URL+tt.path, strings.NewReader(`{}`))
+			for k, v := range tt.headers {
+				req.Header.Set(k, v)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var body map[string]any
+			_ = json.NewDecoder(resp.Body).Decode(&body)
+			if resp.StatusCode != tt.status {
+				t.Fatalf("status %d, want %d: %v", resp.StatusCode, tt.status, body)
+			}
+			if id := resp.Header.Get("X-Request-Id"); !strings.HasPrefix(id, "req_") {
+				t.Fatalf("X-Request-Id = %q", id)
+			}
+			if tt.problem {
+				if ct := resp.Header.Get("Content-Type"); ct != "application/problem+json" || body["status"] != float64(tt.status) {
+					t.Fatalf("not a problem: %s %v", ct, body)
+				}
+				return
+			}
+			e, _ := body["error"].(map[string]any)
+			if e["code"] != tt.code {
+				t.Fatalf("code %v, want %s: %v", e["code"], tt.code, body)
+			}
+		})
+	}
+}
+
+func TestCallerRequestIDKept(t *testing.T) {
+	srv := newFront(t, Options{})
+	req, _ := http.NewRequest("GET", srv.URL+"/v1/nope", nil)
+	req.Header.Set("X-Request-Id", "trace-42")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if got := resp.Header.Get("X-Request-Id"); got != "trace-42" {
+		t.Fatalf("X-Request-Id = %q", got)
+	}
+}
+
+// TestSlowBodyRefused sends headers and part of a body, then stalls: the
+// front answers 400 once the body read timeout passes instead of holding
+// the connection.
+func TestSlowBodyRefused(t *testing.T) {
+	srv := newFront(t, Options{BodyReadTimeout: 200 * time.Millisecond})
+	conn, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer k\r\nContent-Length: 100\r\n\r\n{\"mo")
+	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("no answer to a stalled body: %v", err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 400 || !strings.Contains(string(b), "did not arrive within") {
+		t.Fatalf("status %d body %s", resp.StatusCode, b)
+	}
+}
