@@ -44,6 +44,9 @@ func serve(ctx context.Context, path string, stdout, stderr io.Writer, ready lis
 	if err != nil {
 		return err
 	}
+	for _, p := range notYetEnforced(cfg) {
+		log.Warn("configuration", "note", p)
+	}
 	defer gw.close()
 
 	var lc net.ListenConfig

@@ -32,6 +32,10 @@ func validate(path string, stdout io.Writer) error {
 		return errSilent
 	}
 	gw.close()
-	fmt.Fprintf(stdout, "%s: ok (%d warnings)\n", path, len(warnings))
+	pending := notYetEnforced(cfg)
+	for _, p := range pending {
+		fmt.Fprintln(stdout, "note:", p)
+	}
+	fmt.Fprintf(stdout, "%s: ok (%d warnings, %d notes)\n", path, len(warnings), len(pending))
 	return nil
 }

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"slices"
+
+	"github.com/flexway/flexway/server/config"
+)
+
+// notYetEnforced lists the configured features this build loads and
+// validates but does not enforce or serve yet, one key path and sentence
+// each, so that an operator is not misled by a configuration that loads.
+// Each line goes away when its feature lands.
+func notYetEnforced(cfg *config.Config) []string {
+	var out []string
+	add := func(path, what string) { out = append(out, path+": not yet in this build: "+what) }
+	caps := !cfg.AI.Budget.Default.IsZero()
+	for _, t := range cfg.AI.Tenants {
+		caps = caps || !t.Budget.IsZero()
+		for _, a := range t.Agents {
+			caps = caps || !a.Budget.IsZero()
+		}
+	}
+	if caps {
+		add("ai.budget", "budget caps are loaded but not enforced")
+	}
+	add("audit", "no audit line is written")
+	if cfg.Telemetry.PrometheusEnabled() || cfg.Telemetry.OTLPEndpoint != "" {
+		add("telemetry", "/metrics is not served")
+	}
+	if !cfg.Server.AdminKey.IsZero() {
+		add("server.admin_key", "the admin REST and the console are not served")
+	}
+	if len(cfg.AI.Vision.AllowedOrigins) > 0 {
+		add("ai.vision", "image size limits and allowed_origins are not checked")
+	}
+	if len(cfg.AI.GRPC.Services) > 0 || len(cfg.AI.GRPC.DescriptorSets) > 0 {
+		add("ai.grpc", "specialised-model gRPC services are not proxied")
+	}
+	grpcKind := false
+	for _, b := range cfg.AI.Backends {
+		grpcKind = grpcKind || b.Kind == config.KindGRPC
+	}
+	if grpcKind {
+		add("ai.backends", "kind: grpc backends are not used")
+	}
+	add("ai.backends.*.circuit_breaker", "circuit breakers (failures, open_for) are not applied")
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,29 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/flexway/flexway/server/config"
+)
+
+// TestNotYetEnforcedNamesReferenceFeatures: the reference configuration
+// uses every feature this build does not enforce yet, and each is named.
+func TestNotYetEnforcedNamesReferenceFeatures(t *testing.T) {
+	for k, v := range map[string]string{
+		"FLEXWAY_ADMIN_KEY": "a", "GLOBEX_KEY": "g", "MAIN_TOKEN": "m",
+		"CHEAP_KEY": "c", "PEER_KEY": "p", "FLEXWAY_AUDIT_KEY": "h",
+	} {
+		t.Setenv(k, v)
+	}
+	cfg, _, err := config.Load("../../testdata/config/compat/reference.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(notYetEnforced(cfg), "\n")
+	for _, want := range []string{"ai.budget:", "audit:", "telemetry:", "server.admin_key:", "ai.vision:", "ai.grpc:", "ai.backends: not yet in this build: kind: grpc", "circuit_breaker:"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("no note for %q in:\n%s", want, got)
+		}
+	}
+}
