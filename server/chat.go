@@ -187,7 +187,9 @@ func (c *Core) relay(ss flexwayv1.ChatService_StreamChatCompletionServer, stream
 }
 
 // hasContent reports whether a chunk carries anything beyond a role: text,
-// a tool call or any other delta field, a finish reason, or usage.
+// a tool call or any other non-null delta field, a finish reason, or usage.
+// OpenAI's first chunk, {"role":"assistant","content":"","refusal":null},
+// carries none.
 func hasContent(ch *flexwayv1.ChatCompletionChunk) bool {
 	if ch.GetUsage() != nil {
 		return true
@@ -197,8 +199,13 @@ func hasContent(ch *flexwayv1.ChatCompletionChunk) bool {
 			return true
 		}
 		d := choice.GetDelta()
-		if d.GetText() != "" || len(d.GetParts().GetParts()) > 0 || len(d.GetExtraFields()) > 0 {
+		if d.GetText() != "" || len(d.GetParts().GetParts()) > 0 {
 			return true
+		}
+		for _, v := range d.GetExtraFields() {
+			if v != "null" {
+				return true
+			}
 		}
 	}
 	return false

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"testing"
 
+	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
 	"github.com/flexway/flexway/server/backends"
 	"github.com/flexway/flexway/server/faults"
 )
@@ -39,6 +40,37 @@ func TestCanFallBack(t *testing.T) {
 			t.Parallel()
 			if got := canFallBack(tt.err); got != tt.want {
 				t.Errorf("canFallBack(%v) = %v, want %v", tt.err, got, tt.want)
+			}
+		})
+	}
+}
+
+// TestHasContent pins which chunks are held as preamble (no content) and
+// which are content: only the latter reach the client before the stream is
+// committed to a backend.
+func TestHasContent(t *testing.T) {
+	t.Parallel()
+	str := func(s string) *string { return &s }
+	delta := func(d *flexwayv1.ChatMessage) *flexwayv1.ChatCompletionChunk {
+		return &flexwayv1.ChatCompletionChunk{Choices: []*flexwayv1.ChatCompletionChunkChoice{{Delta: d}}}
+	}
+	tests := []struct {
+		name  string
+		chunk *flexwayv1.ChatCompletionChunk
+		want  bool
+	}{
+		{name: "role only", chunk: delta(&flexwayv1.ChatMessage{Role: "assistant", Content: &flexwayv1.ChatMessage_Text{Text: ""}})},
+		{name: "openai first chunk with refusal null", chunk: delta(&flexwayv1.ChatMessage{Role: "assistant", Content: &flexwayv1.ChatMessage_Text{Text: ""}, ExtraFields: map[string]string{"refusal": "null"}})},
+		{name: "no choices", chunk: &flexwayv1.ChatCompletionChunk{}},
+		{name: "text", chunk: delta(&flexwayv1.ChatMessage{Content: &flexwayv1.ChatMessage_Text{Text: "Hi"}}), want: true},
+		{name: "tool call", chunk: delta(&flexwayv1.ChatMessage{ExtraFields: map[string]string{"tool_calls": `[{"index":0}]`}}), want: true},
+		{name: "finish reason", chunk: &flexwayv1.ChatCompletionChunk{Choices: []*flexwayv1.ChatCompletionChunkChoice{{Delta: &flexwayv1.ChatMessage{}, FinishReason: str("stop")}}}, want: true},
+		{name: "usage", chunk: &flexwayv1.ChatCompletionChunk{Usage: &flexwayv1.Usage{TotalTokens: 3}}, want: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := hasContent(tt.chunk); got != tt.want {
+				t.Fatalf("hasContent = %v, want %v", got, tt.want)
 			}
 		})
 	}
