@@ -13,11 +13,24 @@ import (
 // (which uses it in logs and audit lines) and set on every response.
 const RequestIDHeader = "X-Request-Id"
 
+// unreadBodyGrace is how long the server may still read a request body
+// that the handler did not read (it reads up to 256 KiB of it before
+// replying, to keep the connection): a stalled sender cannot hold the reply
+// longer.
+const unreadBodyGrace = time.Second
+
 // withAccess gives every request a request id, sets it on the response,
-// and logs one line per request when it ends: method, path, status, bytes
-// written, duration and request id — never a header value, a query or a
-// body.
-func withAccess(log *slog.Logger, next http.Handler) http.Handler {
+// bounds the time its body may take to arrive, and logs one line per
+// request when it ends: method, escaped path (at most 256 bytes), status,
+// bytes written, duration and request id — never a header value, a query
+// or a body.
+//
+// A request with a body gets a read deadline of bodyTimeout. readBody lifts
+// it once the whole body is in (a streamed answer then has none); when a
+// handler answers without reading the body (401, 404, 405), the deadline is
+// cut to unreadBodyGrace before the first byte of the answer, so that a
+// stalled body can neither hold the answer nor the connection.
+func withAccess(log *slog.Logger, bodyTimeout time.Duration, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		id := r.Header.Get(RequestIDHeader)
@@ -26,7 +39,10 @@ func withAccess(log *slog.Logger, next http.Handler) http.Handler {
 			r.Header.Set(RequestIDHeader, id)
 		}
 		w.Header().Set(RequestIDHeader, id)
-		rec := &recorder{ResponseWriter: w}
+		rec := &recorder{ResponseWriter: w, rc: http.NewResponseController(w), hasBody: r.ContentLength != 0}
+		if rec.hasBody {
+			_ = rec.rc.SetReadDeadline(start.Add(bodyTimeout))
+		}
 		next.ServeHTTP(rec, r)
 		if rec.status == 0 {
 			rec.status = http.StatusOK
@@ -38,7 +54,7 @@ func withAccess(log *slog.Logger, next http.Handler) http.Handler {
 		log.LogAttrs(r.Context(), level, "http request",
 			slog.String("request_id", id),
 			slog.String("method", r.Method),
-			slog.String("path", r.URL.Path),
+			slog.String("path", logPath(r)),
 			slog.Int("status", rec.status),
 			slog.Int64("bytes", rec.bytes),
 			slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000),
@@ -66,17 +82,44 @@ func newRequestID() string {
 	return "req_" + hex.EncodeToString(b[:])
 }
 
-// recorder notes the status and size of a response. It keeps
-// http.Flusher and, through Unwrap, http.ResponseController working.
+// logPath is the request's escaped path, cut to 256 bytes.
+func logPath(r *http.Request) string {
+	p := r.URL.EscapedPath()
+	if len(p) > 256 {
+		p = p[:256] + "…"
+	}
+	return p
+}
+
+// recorder notes the status and size of a response and whether the
+// request body was read. It keeps http.Flusher and, through Unwrap,
+// http.ResponseController working.
 type recorder struct {
 	http.ResponseWriter
-	status int
-	bytes  int64
+	rc       *http.ResponseController
+	hasBody  bool // the request has a body (or may: chunked)
+	bodyRead bool // readBody read all of it
+	status   int
+	bytes    int64
+}
+
+// bodyDone records that the whole body was read and lifts its deadline.
+func (r *recorder) bodyDone() {
+	r.bodyRead = true
+	_ = r.rc.SetReadDeadline(time.Time{})
+}
+
+// answering runs before the first byte of the answer.
+func (r *recorder) answering() {
+	if r.hasBody && !r.bodyRead {
+		_ = r.rc.SetReadDeadline(time.Now().Add(unreadBodyGrace))
+	}
 }
 
 func (r *recorder) WriteHeader(code int) {
 	if r.status == 0 {
 		r.status = code
+		r.answering()
 	}
 	r.ResponseWriter.WriteHeader(code)
 }
@@ -84,6 +127,7 @@ func (r *recorder) WriteHeader(code int) {
 func (r *recorder) Write(p []byte) (int, error) {
 	if r.status == 0 {
 		r.status = http.StatusOK
+		r.answering()
 	}
 	n, err := r.ResponseWriter.Write(p)
 	r.bytes += int64(n)

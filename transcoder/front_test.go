@@ -130,3 +130,34 @@ func TestSlowBodyRefused(t *testing.T) {
 		t.Fatalf("status %d body %s", resp.StatusCode, b)
 	}
 }
+
+// TestStalledBodyOnRefusedRequest: a request the front refuses without
+// reading its body (no key, unknown path, wrong method) is answered at
+// once even when its body stalls; the server's discard of the unread body
+// is bounded by unreadBodyGrace.
+func TestStalledBodyOnRefusedRequest(t *testing.T) {
+	srv := newFront(t, Options{BodyReadTimeout: time.Minute})
+	for _, path := range []string{"/v1/chat/completions", "/healthz", "/nope", "/v1/models"} {
+		t.Run(path, func(t *testing.T) {
+			conn, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			start := time.Now()
+			fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"mo", path)
+			_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			if err != nil {
+				t.Fatalf("no answer: %v", err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode < 400 || resp.StatusCode >= 500 {
+				t.Fatalf("status %d", resp.StatusCode)
+			}
+			if d := time.Since(start); d > 5*time.Second {
+				t.Fatalf("answered after %v", d)
+			}
+		})
+	}
+}

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
@@ -75,7 +74,7 @@ func New(opts Options) (http.Handler, error) {
 			WriteProblem(w, r, http.StatusNotFound, "no route for "+r.Method+" "+r.URL.Path)
 		})
 	}
-	return withAccess(f.log, mux), nil
+	return withAccess(f.log, opts.BodyReadTimeout, mux), nil
 }
 
 func (f *front) readyz(w http.ResponseWriter, r *http.Request) {
@@ -126,19 +125,25 @@ func (f *front) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *fault
 	if ce := r.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
 		return nil, faults.New(faults.InvalidRequest, "Content-Encoding %q is not supported: send the body uncompressed", ce)
 	}
-	// A slow or stalled sender may not hold the connection for ever; the
-	// deadline is lifted once the whole body is in (streamed answers have
-	// none). After a failed read the body is closed, so that the server
-	// closes the connection instead of waiting for the rest of the body.
-	rc := http.NewResponseController(w)
-	_ = rc.SetReadDeadline(time.Now().Add(f.opts.BodyReadTimeout))
+	// The body's read deadline was set by withAccess; it is lifted once
+	// the whole body is in (streamed answers have none). After a failed
+	// read the body is closed, so that the server closes the connection
+	// instead of waiting for the rest of the body.
 	var buf bytes.Buffer
 	if r.ContentLength > 0 {
 		buf.Grow(int(r.ContentLength) + bytes.MinRead)
 	}
-	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit))
+	// MaxBytesReader tells the server's own writer to close the
+	// connection after a too-large body; it needs it unwrapped.
+	mw := w
+	if rec, ok := w.(*recorder); ok {
+		mw = rec.ResponseWriter
+	}
+	_, err := buf.ReadFrom(http.MaxBytesReader(mw, r.Body, limit))
 	if err == nil {
-		_ = rc.SetReadDeadline(time.Time{})
+		if rec, ok := w.(*recorder); ok {
+			rec.bodyDone()
+		}
 	} else {
 		_ = r.Body.Close()
 	}
@@ -197,7 +202,7 @@ func (f *front) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx := f.outgoing(r)
 	if req.GetStream() {
-		f.streamChat(ctx, w, req)
+		f.streamChat(ctx, w, r, req)
 		return
 	}
 	var header, trailer metadata.MD
@@ -284,12 +289,23 @@ func (f *front) listModels(w http.ResponseWriter, r *http.Request) {
 // fail writes the error of a core call in OpenAI's envelope.
 func (f *front) fail(w http.ResponseWriter, r *http.Request, err error) {
 	fe := toFault(err)
-	if fe.HTTPStatus() >= 500 {
-		attrs := []any{"path", r.URL.Path, "reason", string(fe.Reason), "status", fe.HTTPStatus()}
-		if fe.Err != nil {
-			attrs = append(attrs, "cause", fe.Err.Error())
-		}
-		f.log.WarnContext(r.Context(), "request failed", attrs...)
-	}
+	f.logFailure(r, fe, false)
 	writeOpenAIError(w, fe)
+}
+
+// logFailure logs a failed call whose status is 5xx, or any failure after
+// a stream started (the access line then says 200): request id, path,
+// reason, status and the cause, which never holds a prompt or a secret.
+func (f *front) logFailure(r *http.Request, fe *faults.Error, streamStarted bool) {
+	if fe.HTTPStatus() < 500 && !streamStarted {
+		return
+	}
+	attrs := []any{"request_id", r.Header.Get(RequestIDHeader), "path", logPath(r), "reason", string(fe.Reason), "status", fe.HTTPStatus()}
+	if streamStarted {
+		attrs = append(attrs, "stream_started", true)
+	}
+	if fe.Err != nil {
+		attrs = append(attrs, "cause", fe.Err.Error())
+	}
+	f.log.WarnContext(r.Context(), "request failed", attrs...)
 }

@@ -14,17 +14,19 @@ import (
 )
 
 // streamChat relays a streamed chat completion as server-sent events.
-func (f *front) streamChat(ctx context.Context, w http.ResponseWriter, req *flexwayv1.CreateChatCompletionRequest) {
+func (f *front) streamChat(ctx context.Context, w http.ResponseWriter, r *http.Request, req *flexwayv1.CreateChatCompletionRequest) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stream, err := f.chat.StreamChatCompletion(ctx, req)
 	if err != nil {
-		writeOpenAIError(w, toFault(err))
+		f.fail(w, r, err)
 		return
 	}
 	header, _ := stream.Header()
 	copyHeaders(w, header)
-	writeSSE(w, stream.Recv, func() metadata.MD { return stream.Trailer() })
+	writeSSE(w, stream.Recv, func() metadata.MD { return stream.Trailer() }, func(fe *faults.Error, started bool) {
+		f.logFailure(r, fe, started)
+	})
 }
 
 // writeSSE writes the chunks recv returns as `data: <json>` events, each
@@ -34,9 +36,10 @@ func (f *front) streamChat(ctx context.Context, w http.ResponseWriter, req *flex
 // change, so the error goes out as a final `data: {"error":...}` event and
 // the stream ends without [DONE]: a cut stream never looks complete.
 //
-// The response headers are written with the first event. writeSSE is
-// shaped like grpc-gateway's ForwardResponseStream.
-func writeSSE(w http.ResponseWriter, recv func() (*flexwayv1.ChatCompletionChunk, error), trailer func() metadata.MD) {
+// The response headers are written with the first event. failed, when not
+// nil, is told of the error and whether the stream had started. writeSSE
+// is shaped like grpc-gateway's ForwardResponseStream.
+func writeSSE(w http.ResponseWriter, recv func() (*flexwayv1.ChatCompletionChunk, error), trailer func() metadata.MD, failed func(fe *faults.Error, started bool)) {
 	flusher, ok := w.(http.Flusher)
 	if !ok {
 		writeOpenAIError(w, faults.New(faults.Internal, "streaming is not supported by this connection"))
@@ -56,6 +59,9 @@ func writeSSE(w http.ResponseWriter, recv func() (*flexwayv1.ChatCompletionChunk
 		}
 		if err != nil {
 			fe := toFault(err)
+			if failed != nil {
+				failed(fe, started)
+			}
 			if !started {
 				if trailer != nil {
 					copyHeaders(w, trailer())

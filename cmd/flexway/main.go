@@ -5,6 +5,8 @@
 //	flexway version                          print the version
 //
 // main only wires signals; [run] does the work and is what tests call.
+// The first SIGINT or SIGTERM stops serve gracefully (open calls and
+// streams may finish for up to 30 s); a second one exits at once.
 package main
 
 import (
@@ -16,13 +18,19 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	signals := make(chan os.Signal, 2)
+	// Notify also catches a signal the parent set to be ignored (a
+	// background job of a script ignores SIGINT), so the second signal
+	// works in every shell.
+	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
 	go func() {
-		// After the first signal, a second one stops at once instead of
-		// waiting for open streams.
-		<-ctx.Done()
-		stop()
+		<-signals
+		cancel()
+		<-signals
+		fmt.Fprintln(os.Stderr, "flexway: second signal: stopping now")
+		os.Exit(130)
 	}()
 	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		if err != errSilent {

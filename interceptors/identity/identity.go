@@ -111,7 +111,7 @@ func authenticate(ctx context.Context, keys Keyring, method string, o *options) 
 		return st, faults.New(faults.InvalidAPIKey, "relay %q passed no tenant", key.Name)
 	}
 	st.Agent = first(md, key.Relay.Agent)
-	if s := first(md, key.Relay.Sensitive); s == "true" || s == "1" {
+	if key.Relay.Sensitive != "" && call.SensitiveValue(md.Get(key.Relay.Sensitive)) {
 		st.Sensitive = true
 	}
 	return st, nil

@@ -50,6 +50,8 @@ func TestUnaryServerInterceptor(t *testing.T) {
 		{name: "scheme any case", md: metadata.MD{"authorization": {"bearer sk-acme"}}, tenant: "acme", agent: "bot"},
 		{name: "identity headers from a non-relay are ignored", md: metadata.MD{"authorization": {"Bearer sk-acme"}, "flexway-tenant": {"globex"}}, tenant: "acme", agent: "bot"},
 		{name: "relay passes identity", md: metadata.MD{"authorization": {"Bearer sk-edge"}, "flexway-tenant": {"globex"}, "flexway-agent": {"batch"}, "flexway-sensitive": {"1"}}, tenant: "globex", agent: "batch", relay: "edge-eu", sensitive: true},
+		{name: "relay sensitive in any case", md: metadata.MD{"authorization": {"Bearer sk-edge"}, "flexway-tenant": {"globex"}, "flexway-sensitive": {"TRUE"}}, tenant: "globex", relay: "edge-eu", sensitive: true},
+		{name: "relay sensitive in a merged line", md: metadata.MD{"authorization": {"Bearer sk-edge"}, "flexway-tenant": {"globex"}, "flexway-sensitive": {"false, true"}}, tenant: "globex", relay: "edge-eu", sensitive: true},
 		{name: "relay without tenant", md: metadata.MD{"authorization": {"Bearer sk-edge"}}, reason: faults.InvalidAPIKey},
 	}
 	in := identity.UnaryServerInterceptor(ring, identity.WithOperationNamer(func(string) string { return "ai.chatCompletions" }))

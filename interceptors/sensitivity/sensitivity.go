@@ -47,11 +47,9 @@ func flag(ctx context.Context, p Policy, header string) {
 	}
 	if header != "" {
 		md, _ := metadata.FromIncomingContext(ctx)
-		for _, v := range md.Get(header) {
-			if v = strings.TrimSpace(v); v == "1" || strings.EqualFold(v, "true") {
-				st.Sensitive = true
-				return
-			}
+		if call.SensitiveValue(md.Get(header)) {
+			st.Sensitive = true
+			return
 		}
 	}
 	if p != nil && p.Sensitive(st.Tenant, st.Agent) {
