@@ -3,8 +3,11 @@ package config_test
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
+	"io/fs"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -67,7 +70,10 @@ func TestCompatFilesLoad(t *testing.T) {
 		for k, v := range env {
 			t.Setenv(k, v)
 		}
-		cfg, warnings, err := config.Load(filepath.Join(compatDir, "reference.yaml"))
+		// The onprem backend's token file, /var/run/secrets/tokens/onprem,
+		// is mounted where the file is deployed; not on a developer's
+		// machine (see TestCompatTokenFileNotMounted).
+		cfg, warnings, err := config.LoadWithTokenFiles(filepath.Join(compatDir, "reference.yaml"), mounted)
 		if err != nil {
 			t.Fatalf("Load: %v", err)
 		}
@@ -228,3 +234,39 @@ func TestCompatFilesLoad(t *testing.T) {
 }
 
 func sha256Of(s string) [32]byte { return sha256.Sum256([]byte(s)) }
+
+// mounted stands for a machine where every token file is in place.
+func mounted(string) error { return nil }
+
+// TestCompatTokenFileNotMounted: where the reference's token file is not
+// mounted (yet), the file still loads, with one warning more, at the
+// token_file's path, and nothing else changes.
+func TestCompatTokenFileNotMounted(t *testing.T) {
+	for k, v := range map[string]string{
+		"FLEXWAY_ADMIN_KEY": "a", "GLOBEX_KEY": "g", "MAIN_TOKEN": "m",
+		"CHEAP_KEY": "c", "PEER_KEY": "p", "FLEXWAY_AUDIT_KEY": "h",
+	} {
+		t.Setenv(k, v)
+	}
+	var asked []string
+	missing := func(path string) error {
+		asked = append(asked, path)
+		return &fs.PathError{Op: "stat", Path: path, Err: fs.ErrNotExist}
+	}
+	path := filepath.Join(compatDir, "reference.yaml")
+	_, warnings, err := config.LoadWithTokenFiles(path, missing)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	if want := []string{"/var/run/secrets/tokens/onprem"}; !reflect.DeepEqual(asked, want) {
+		t.Errorf("token files checked: %q, want %q", asked, want)
+	}
+	if len(warnings) != 1 {
+		t.Fatalf("warnings = %v, want one", warnings)
+	}
+	w := warnings[0]
+	if w.Path != "ai.backends.onprem.auth.path" || w.Line != 101 || !errors.Is(w, fs.ErrNotExist) ||
+		!strings.Contains(w.Error(), "the token file cannot be read now") {
+		t.Errorf("warning = %q (path %s, line %d), want one at ai.backends.onprem.auth.path, line 101, wrapping fs.ErrNotExist", w.Error(), w.Path, w.Line)
+	}
+}

@@ -336,7 +336,8 @@ type Auth struct {
 	// Name is the header name of type header, e.g. api-key.
 	Name string `yaml:"name"`
 	// Path is the token file of type token_file, re-read at every call by
-	// the backend (never at load); absolute after [Load].
+	// the backend (never read at load; [Load] warns when it cannot be
+	// opened); absolute after [Load].
 	Path string `yaml:"path"`
 }
 

@@ -24,6 +24,11 @@ import (
 // key path), or a plain error when the file cannot be read. Relative paths
 // of the result are absolute, resolved against the file's directory.
 func Load(path string) (*Config, Problems, error) {
+	return loadFile(path, openable)
+}
+
+// loadFile is Load, token files being checked by canOpen.
+func loadFile(path string, canOpen func(path string) error) (*Config, Problems, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("config: %w", err)
@@ -32,11 +37,11 @@ func Load(path string) (*Config, Problems, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("config: %w", err)
 	}
-	return load(path, dir, data)
+	return load(path, dir, data, canOpen)
 }
 
 // load is Load on the file's content; name labels problems.
-func load(name, dir string, data []byte) (*Config, Problems, error) {
+func load(name, dir string, data []byte, canOpen func(path string) error) (*Config, Problems, error) {
 	c := new(Config)
 	c.setDefaults()
 	d := decoder{lines: map[string]int{}}
@@ -49,6 +54,7 @@ func load(name, dir string, data []byte) (*Config, Problems, error) {
 
 	var col collector
 	c.loadSecrets(&col)
+	c.checkTokenFiles(&col, canOpen)
 	c.validate(&col)
 	problems := d.problems
 	// A key that failed to decode kept its default or zero: validating it
@@ -108,6 +114,43 @@ func (c *Config) loadSecrets(col *collector) {
 		c.AI.Backends[name] = b
 	}
 	load("audit.hash_key", &c.Audit.HashKey)
+}
+
+// checkTokenFiles warns about every token_file that canOpen refuses: the
+// backend would fail every call until the file appears. It is a warning,
+// not an error, as the file may be mounted after the configuration is
+// checked (a Kubernetes projected token, a secret volume).
+func (c *Config) checkTokenFiles(col *collector, canOpen func(path string) error) {
+	for _, name := range sortedKeys(c.AI.Backends) {
+		a := c.AI.Backends[name].Auth
+		if a.Type != AuthTokenFile || a.Path == "" {
+			continue
+		}
+		if err := canOpen(a.Path); err != nil {
+			col.warnf(keyPath(keyPath("ai.backends", name), "auth")+".path",
+				"the token file cannot be read now (%w): every call to this backend fails until it can; ignore this if it is mounted later", err)
+		}
+	}
+}
+
+// openable reports, as an error naming path, why a token file cannot be
+// read: it is missing, not a regular file, or not readable by this
+// process. The file is opened and closed, never read: its content is a
+// credential. Anything but a regular file is refused before opening, as
+// opening a FIFO would block.
+func openable(path string) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("%s is not a regular file", path)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	return f.Close()
 }
 
 // decoder decodes a yaml.Node tree into Go values strictly: every key must

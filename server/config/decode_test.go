@@ -395,3 +395,73 @@ audit:
 		{"audit.path - stays stdout", cfg.Audit.Path, "-"},
 	})
 }
+
+// TestLoadBackendURLCredentials: the URL and tls problems the backend would
+// also refuse when built are reported by Load, all at once, each with its
+// line and key path, and without repeating the credentials.
+func TestLoadBackendURLCredentials(t *testing.T) {
+	content := base +
+		"    azure:\n" + // 12
+		"      url: https://res.example.com/openai?api-version=2024-10-21&api-key=Q-SECRET\n" + // 13
+		"    onprem:\n" + // 14
+		"      url: http://svc:pw-SECRET@10.0.0.5:8000/v1\n" + // 15
+		"      external: false\n" + // 16
+		"      tls: {ca_file: ca.pem}\n" + // 17
+		"  backend: main\n"
+	path, errs, _ := loadProblems(t, content)
+	want := []string{
+		path + `:13: ai.backends.azure.url: query parameter "api-key": credentials may not be written in a URL query; use auth (type header or bearer) with a secret reference`,
+		path + ":15: ai.backends.onprem.url: user info is not allowed in a URL; use auth",
+		path + ":17: ai.backends.onprem.tls: tls needs an https url",
+	}
+	if got := errs.Error(); got != strings.Join(want, "\n") {
+		t.Errorf("errors:\n%s\nwant:\n%s", got, strings.Join(want, "\n"))
+	}
+	if strings.Contains(errs.Error(), "SECRET") {
+		t.Errorf("a credential of a URL was printed: %v", errs)
+	}
+}
+
+// TestLoadTokenFileWarning: a token_file that cannot be opened at load is a
+// warning at its path (it may be mounted later), never an error; one that
+// can is not reported.
+func TestLoadTokenFileWarning(t *testing.T) {
+	dir := t.TempDir()
+	token := filepath.Join(dir, "token")
+	if err := os.WriteFile(token, []byte("token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name     string
+		path     string
+		wantText string // empty: no warning
+	}{
+		{name: "readable", path: token},
+		{name: "missing", path: filepath.Join(dir, "absent"), wantText: "the token file cannot be read now (stat " + filepath.Join(dir, "absent") + ": no such file or directory)"},
+		{name: "a directory", path: dir, wantText: dir + " is not a regular file"},
+		{name: "relative, resolved beside the file", path: "tokens/main", wantText: "tokens/main: no such file or directory"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			content := base + "      auth: {type: token_file, path: " + tt.path + "}\n" // 12
+			path, errs, warnings := loadProblems(t, content)
+			if errs != nil {
+				t.Fatalf("a token file made Load fail: %v", errs)
+			}
+			if tt.wantText == "" {
+				if len(warnings) != 0 {
+					t.Errorf("warnings = %v, want none", warnings)
+				}
+				return
+			}
+			if len(warnings) != 1 {
+				t.Fatalf("warnings = %v, want one", warnings)
+			}
+			w := warnings[0]
+			prefix := path + ":12: warning: ai.backends.main.auth.path: "
+			if got := w.Error(); !strings.HasPrefix(got, prefix) || !strings.Contains(got, tt.wantText) {
+				t.Errorf("warning =\n  %s\nwant it to start with %q and contain %q", got, prefix, tt.wantText)
+			}
+		})
+	}
+}

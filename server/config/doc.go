@@ -18,7 +18,9 @@
 //  3. relative paths resolved against the directory of the file;
 //  4. secrets resolved: API keys, relay keys, server.admin_key,
 //     audit.hash_key and backend auth secrets are read once, at load; a
-//     token_file is never read here (the backend re-reads it at every call);
+//     token_file is never read here (the backend re-reads it at every call),
+//     only opened: one that cannot be is a warning, as it may be mounted
+//     later;
 //  5. [Config.Validate]: every error and every warning, each with its key path.
 //
 // Secrets are never written inline: a [Secret] is a reference, "env:NAME" or

@@ -21,15 +21,21 @@ import (
 // sensitive_backend, soft_backend, tenant and agent backends, fallback) that
 // does not exist or is kind grpc; a sensitive_backend that is external; an
 // ai.grpc.services entry that does not name a kind: grpc backend; a URL that
-// does not parse; an auth type without its fields, or with another type's;
-// a negative price or cap; soft outside (0, 1]; an unknown time zone; API
-// keys and relays without exactly one of key_sha256 (64 hex digits) and key,
-// with duplicate names or keys, or without a tenant; a store without its
-// path or url; unknown enum values; non-positive timeouts and limits.
+// does not parse; a backend URL with user info or with a query parameter
+// named like a credential (key, token, secret, password, sig); a backend
+// tls block with an http URL; an auth type without its fields, or with
+// another type's; a negative price or cap; soft outside (0, 1]; an unknown
+// time zone; API keys and relays without exactly one of key_sha256 (64 hex
+// digits) and key, with duplicate names or keys, or without a tenant; a
+// store without its path or url; unknown enum values; non-positive
+// timeouts and limits.
 //
 // Warnings: a default_model not in models; a relay metered locally (the peer
 // meters it again); max_image_bytes above max_body_bytes; a redis URL with
-// an inline password.
+// an inline password; a tenant or agent sensitive by configuration whose
+// calls route to an external backend while ai.sensitive_backend is not set
+// (every such call is refused). [Load] also warns about a token_file it
+// cannot open.
 func (c *Config) Validate() (warnings Problems, err error) {
 	var col collector
 	c.validate(&col)
@@ -229,6 +235,7 @@ func (ai AI) validate(col *collector) {
 			a.Budget.validate(col, apath+".budget")
 		}
 	}
+	ai.checkSensitiveRoutes(col)
 	ai.Vision.validate(col)
 	for _, name := range sortedKeys(ai.Backends) {
 		ai.Backends[name].validate(col, name, ai.Backends)
@@ -248,6 +255,45 @@ func (ai AI) validate(col *collector) {
 			col.errorf(path, "no backend %q in ai.backends", name)
 		case b.Kind != KindGRPC:
 			col.errorf(path, "backend %q is kind %s: a gRPC service must name a kind: grpc backend", name, b.Kind)
+		}
+	}
+}
+
+// checkSensitiveRoutes warns, when ai.sensitive_backend is not set, about a
+// tenant or agent that is sensitive by configuration while its calls route
+// (agent backend, else tenant backend, else ai.backend) to an external
+// backend: routing refuses every such call. An agent of a sensitive tenant
+// is reported only when it routes elsewhere than its tenant.
+func (ai AI) checkSensitiveRoutes(col *collector) {
+	if ai.SensitiveBackend != "" {
+		return
+	}
+	// external reports whether backend name is an external inference
+	// backend; a missing or grpc one is an error reported apart.
+	external := func(name string) bool {
+		b, ok := ai.Backends[name]
+		return ok && b.Kind != KindGRPC && b.IsExternal()
+	}
+	warn := func(path, who, name string) {
+		col.warnf(path, "every call of this %s is sensitive but routes to external backend %s and ai.sensitive_backend is not set: its calls will be refused (403)", who, name)
+	}
+	for _, tname := range sortedKeys(ai.Tenants) {
+		t, path := ai.Tenants[tname], keyPath("ai.tenants", tname)
+		route := cmp.Or(t.Backend, ai.Backend)
+		if t.Sensitive && external(route) {
+			warn(path+".sensitive", "tenant", route)
+		}
+		for _, aname := range sortedKeys(t.Agents) {
+			a, apath := t.Agents[aname], keyPath(path+".agents", aname)
+			aroute := cmp.Or(a.Backend, route)
+			switch {
+			case !external(aroute):
+			case a.Sensitive && !(t.Sensitive && aroute == route):
+				warn(apath+".sensitive", "agent", aroute)
+			case t.Sensitive && aroute != route:
+				// Sensitive through its tenant, routed apart from it.
+				warn(apath+".backend", "agent (its tenant is sensitive)", aroute)
+			}
 		}
 	}
 }
@@ -344,7 +390,7 @@ func (b Backend) validate(col *collector, name string, all map[string]Backend) {
 	if !b.Kind.Valid() {
 		col.errorf(path+".kind", "unknown kind %q: want openai, relay or grpc", b.Kind)
 	}
-	b.checkURL(col, path+".url")
+	b.checkURL(col, path)
 	b.Auth.validate(col, path+".auth")
 	switch t := b.TLS; {
 	case t.CertFile != "" && t.KeyFile == "":
@@ -432,8 +478,13 @@ func (b Backend) validate(col *collector, name string, all map[string]Backend) {
 }
 
 // checkURL checks the backend's URL: http(s) for openai and relay, a gRPC
-// target (scheme:///name or host:port) for grpc.
-func (b Backend) checkURL(col *collector, path string) {
+// target (scheme:///name or host:port) for grpc; bpath is the backend's key
+// path. An http(s) URL carries no credential (no user info, no query
+// parameter named like one), and a tls block needs it to be https. The
+// backend checks the URL again when built; here every problem gets its
+// line. Messages never repeat user info or a query.
+func (b Backend) checkURL(col *collector, bpath string) {
+	path := bpath + ".url"
 	if b.URL == "" {
 		col.errorf(path, "required")
 		return
@@ -441,8 +492,22 @@ func (b Backend) checkURL(col *collector, path string) {
 	u, err := url.Parse(b.URL)
 	switch b.Kind {
 	case KindOpenAI, KindRelay:
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			col.errorf(path, "%q is not an http or https URL", b.URL)
+		switch {
+		case err != nil:
+			col.errorf(path, "the value is not an http or https URL: it does not parse")
+			return
+		case (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+			col.errorf(path, "%q is not an http or https URL", shownURL(u))
+		}
+		if u.User != nil {
+			col.errorf(path, "user info is not allowed in a URL; use auth")
+		}
+		if names := credentialParams(u.RawQuery); len(names) > 0 {
+			col.errorf(path, "query parameter %s: credentials may not be written in a URL query; use auth (type header or bearer) with a secret reference",
+				strings.Join(names, ", "))
+		}
+		if u.Scheme == "http" && b.TLS != (BackendTLS{}) {
+			col.errorf(bpath+".tls", "tls needs an https url")
 		}
 	case KindGRPC:
 		if _, _, hpErr := net.SplitHostPort(b.URL); hpErr == nil {
@@ -452,6 +517,37 @@ func (b Backend) checkURL(col *collector, path string) {
 			col.errorf(path, "%q is not a gRPC target: want dns:///host:port or host:port", b.URL)
 		}
 	}
+}
+
+// shownURL is u as a message may show it: scheme, host and path, without
+// user info, query or fragment, which may hold a credential.
+func shownURL(u *url.URL) string {
+	return (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String()
+}
+
+// credentialWords are the parts of a query parameter name (compared
+// without case) that mark it as a credential.
+var credentialWords = []string{"key", "token", "secret", "password", "sig"}
+
+// credentialParams returns, quoted and in order, the names of the query
+// parameters of rawQuery that look like credentials (api-key, access_token,
+// sig, ...); never their values.
+func credentialParams(rawQuery string) []string {
+	var names []string
+	seen := map[string]bool{}
+	for _, part := range strings.FieldsFunc(rawQuery, func(r rune) bool { return r == '&' || r == ';' }) {
+		name, _, _ := strings.Cut(part, "=")
+		if n, err := url.QueryUnescape(name); err == nil {
+			name = n
+		}
+		lower := strings.ToLower(name)
+		if seen[lower] || !slices.ContainsFunc(credentialWords, func(w string) bool { return strings.Contains(lower, w) }) {
+			continue
+		}
+		seen[lower] = true
+		names = append(names, strconv.Quote(name))
+	}
+	return names
 }
 
 func (a Auth) validate(col *collector, path string) {

@@ -184,6 +184,30 @@ func TestValidate(t *testing.T) {
 			wantPath: "ai.backends.cheap.url", wantText: "is not an http or https URL"},
 		{name: "relay url without host", edit: func(c *config.Config) { backend(c, "peer", func(b *config.Backend) { b.URL = "https:///v1" }) },
 			wantPath: "ai.backends.peer.url", wantText: "is not an http or https URL"},
+		{name: "url with user info", edit: func(c *config.Config) {
+			backend(c, "main", func(b *config.Backend) { b.URL = "https://user:pw-SECRET@llm.example.com/v1" })
+		}, wantPath: "ai.backends.main.url", wantText: "user info is not allowed in a URL; use auth"},
+		{name: "relay url with a user name only", edit: func(c *config.Config) {
+			backend(c, "peer", func(b *config.Backend) { b.URL = "https://flexway@hq.example.com/v1" })
+		}, wantPath: "ai.backends.peer.url", wantText: "user info is not allowed in a URL; use auth"},
+		{name: "tls with an http url", edit: func(c *config.Config) {
+			backend(c, "onprem", func(b *config.Backend) { b.TLS.CAFile = "/ca.pem" })
+		}, wantPath: "ai.backends.onprem.tls", wantText: "tls needs an https url"},
+		{name: "api key in the url query", edit: func(c *config.Config) {
+			backend(c, "cheap", func(b *config.Backend) {
+				b.URL = "https://cheap.example.com/v1?api-version=2024-10-21&api-key=Q-SECRET"
+			})
+		}, wantPath: "ai.backends.cheap.url",
+			wantText: `query parameter "api-key": credentials may not be written in a URL query; use auth (type header or bearer) with a secret reference`},
+		{name: "credential query names without case", edit: func(c *config.Config) {
+			backend(c, "cheap", func(b *config.Backend) {
+				b.URL = "https://cheap.example.com/v1?Access_Token=a&X-Amz-Signature=b&client_SECRET=c&PassWord=d&key=e"
+			})
+		}, wantPath: "ai.backends.cheap.url",
+			wantText: `query parameter "Access_Token", "X-Amz-Signature", "client_SECRET", "PassWord", "key": credentials may not be written`},
+		{name: "escaped credential query name", edit: func(c *config.Config) {
+			backend(c, "cheap", func(b *config.Backend) { b.URL = "https://cheap.example.com/v1?api%2Dkey=x" })
+		}, wantPath: "ai.backends.cheap.url", wantText: `query parameter "api-key": credentials`},
 		{name: "grpc target not a target", edit: func(c *config.Config) { backend(c, "ocr", func(b *config.Backend) { b.URL = "ocr internal" }) },
 			wantPath: "ai.backends.ocr.url", wantText: "is not a gRPC target"},
 		{name: "unknown kind", edit: func(c *config.Config) { backend(c, "cheap", func(b *config.Backend) { b.Kind = "anthropic" }) },
@@ -305,6 +329,10 @@ func TestValidate(t *testing.T) {
 			wantText: "relay metered locally: the peer will meter it again; set metering: upstream if the peer bills"},
 		{name: "image limit above body limit", edit: func(c *config.Config) { c.AI.Vision.MaxImageBytes = 32 * config.MiB },
 			wantPath: "ai.vision.max_image_bytes", wantText: "32MiB exceeds max_body_bytes (24MiB)", wantWarning: true},
+		{name: "sensitive tenant routed to its external backend", edit: func(c *config.Config) {
+			c.AI.Tenants["acme"] = config.Tenant{Backend: "cheap", Sensitive: true}
+		}, wantPath: "ai.tenants.acme.sensitive", wantWarning: true,
+			wantText: "every call of this tenant is sensitive but routes to external backend cheap and ai.sensitive_backend is not set: its calls will be refused (403)"},
 		{name: "redis password inline", edit: func(c *config.Config) {
 			c.AI.Budget.Store = config.Store{Type: config.StoreRedis, URL: "redis://:pw@127.0.0.1:6379/0"}
 		}, wantPath: "ai.budget.store.url", wantText: "inline password", wantWarning: true},
@@ -379,5 +407,122 @@ func TestLoadRelayMeteredLocallyWarning(t *testing.T) {
 	want := path + ":12: warning: ai.backends.peer.metering: relay metered locally: the peer will meter it again; set metering: upstream if the peer bills"
 	if got := warnings[0].Error(); got != want {
 		t.Errorf("warning =\n  %s\nwant\n  %s", got, want)
+	}
+}
+
+// TestValidateURLNeverEchoesCredentials: a backend URL's user info and
+// query are never repeated by a problem, whatever else is wrong with it.
+func TestValidateURLNeverEchoesCredentials(t *testing.T) {
+	for _, raw := range []string{
+		"https://user:pw-SECRET@llm.example.com/v1?api-key=Q-SECRET",
+		"ftp://user:pw-SECRET@llm.example.com/v1?token=Q-SECRET",
+		"https://user:pw-SECRET@[::1/v1?sig=Q-SECRET",
+		"https:///v1?password=Q-SECRET",
+		"https:user:pw-SECRET@llm.example.com",
+	} {
+		t.Run(raw, func(t *testing.T) {
+			c := validConfig(t)
+			backend(c, "main", func(b *config.Backend) { b.URL = raw })
+			warnings, err := c.Validate()
+			if err == nil {
+				t.Fatal("Validate() = nil, want errors")
+			}
+			for _, text := range []string{err.Error(), warnings.Error()} {
+				if strings.Contains(text, "SECRET") {
+					t.Errorf("problems repeat a credential of the URL:\n%s", text)
+				}
+			}
+		})
+	}
+}
+
+// TestValidateURLQueryAllowed: query parameters that do not name a
+// credential stay allowed, and https with tls is fine.
+func TestValidateURLQueryAllowed(t *testing.T) {
+	for _, raw := range []string{
+		"https://res.openai.azure.com/openai/deployments/d?api-version=2024-10-21",
+		"https://llm.example.com/v1?region=eu&tier=batch&",
+		"https://llm.example.com/v1?",
+	} {
+		t.Run(raw, func(t *testing.T) {
+			c := validConfig(t)
+			backend(c, "main", func(b *config.Backend) {
+				b.URL = raw
+				b.TLS = config.BackendTLS{CAFile: "/ca.pem", CertFile: "/c.pem", KeyFile: "/k.pem"}
+			})
+			if warnings, err := c.Validate(); err != nil || len(warnings) != 0 {
+				t.Errorf("Validate() = %v, %v; want no problem", warnings, err)
+			}
+		})
+	}
+}
+
+// TestValidateSensitiveRoutes: a tenant or agent sensitive by configuration
+// whose calls route (agent, else tenant, else ai.backend) to an external
+// backend is warned about when no ai.sensitive_backend is set, and only
+// then.
+func TestValidateSensitiveRoutes(t *testing.T) {
+	tests := []struct {
+		name string
+		// ai.backend is main (external); cheap is external, onprem
+		// internal, peer a relay declared internal below.
+		sensitiveBackend string
+		tenant           config.Tenant
+		want             []string // "path: backend"
+	}{
+		{name: "sensitive tenant on the default backend",
+			tenant: config.Tenant{Sensitive: true},
+			want:   []string{"ai.tenants.acme.sensitive: main"}},
+		{name: "sensitive tenant on its own external backend",
+			tenant: config.Tenant{Sensitive: true, Backend: "cheap"},
+			want:   []string{"ai.tenants.acme.sensitive: cheap"}},
+		{name: "sensitive tenant on an internal backend",
+			tenant: config.Tenant{Sensitive: true, Backend: "onprem"}},
+		{name: "sensitive tenant routed to an internal relay",
+			tenant: config.Tenant{Sensitive: true, Backend: "peer"}},
+		{name: "sensitive tenant with a sensitive backend set", sensitiveBackend: "onprem",
+			tenant: config.Tenant{Sensitive: true, Agents: map[string]config.Agent{"bot": {Sensitive: true, Backend: "cheap"}}}},
+		{name: "not sensitive on an external backend",
+			tenant: config.Tenant{Backend: "cheap", Agents: map[string]config.Agent{"bot": {}}}},
+		{name: "sensitive agent on its own external backend",
+			tenant: config.Tenant{Backend: "onprem", Agents: map[string]config.Agent{"bot": {Sensitive: true, Backend: "cheap"}}},
+			want:   []string{"ai.tenants.acme.agents.bot.sensitive: cheap"}},
+		{name: "sensitive agent on its tenant's external backend",
+			tenant: config.Tenant{Backend: "cheap", Agents: map[string]config.Agent{"bot": {Sensitive: true}}},
+			want:   []string{"ai.tenants.acme.agents.bot.sensitive: cheap"}},
+		{name: "sensitive agent on an internal backend",
+			tenant: config.Tenant{Agents: map[string]config.Agent{"bot": {Sensitive: true, Backend: "onprem"}}}},
+		{name: "agent of a sensitive tenant routed apart, externally",
+			tenant: config.Tenant{Sensitive: true, Backend: "onprem", Agents: map[string]config.Agent{"bot": {Backend: "cheap"}}},
+			want:   []string{"ai.tenants.acme.agents.bot.backend: cheap"}},
+		{name: "agent of a sensitive tenant on the same backend: one warning",
+			tenant: config.Tenant{Sensitive: true, Agents: map[string]config.Agent{"bot": {Sensitive: true}, "batch": {}}},
+			want:   []string{"ai.tenants.acme.sensitive: main"}},
+		{name: "an unknown backend is an error, not this warning",
+			tenant: config.Tenant{Sensitive: true, Backend: "nope"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := validConfig(t)
+			backend(c, "peer", func(b *config.Backend) { b.External = ptr(false) })
+			c.AI.SensitiveBackend = tt.sensitiveBackend
+			c.AI.Tenants = map[string]config.Tenant{"acme": tt.tenant}
+			warnings, _ := c.Validate()
+			var got []string
+			for _, w := range warnings {
+				who := "tenant"
+				if strings.Contains(w.Path, ".agents.") {
+					who = "agent"
+				}
+				for _, name := range []string{"main", "cheap", "onprem", "peer"} {
+					if strings.Contains(w.Error(), "every call of this "+who) && strings.Contains(w.Error(), "external backend "+name+" ") {
+						got = append(got, w.Path+": "+name)
+					}
+				}
+			}
+			if strings.Join(got, "\n") != strings.Join(tt.want, "\n") {
+				t.Errorf("sensitive route warnings:\n%s\nwant:\n%s\nall warnings: %v", strings.Join(got, "\n"), strings.Join(tt.want, "\n"), warnings)
+			}
+		})
 	}
 }

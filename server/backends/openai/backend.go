@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -86,7 +87,7 @@ func (b *Backend) CreateChatCompletion(ctx context.Context, req *flexwayv1.Creat
 	if err != nil {
 		return nil, served, encodeError(err)
 	}
-	data, err := b.post(ctx, b.chatURL, body)
+	data, err := b.post(ctx, b.chatURL, body, "choices")
 	if err != nil {
 		return nil, served, err
 	}
@@ -106,7 +107,7 @@ func (b *Backend) CreateEmbedding(ctx context.Context, req *flexwayv1.CreateEmbe
 	if err != nil {
 		return nil, served, encodeError(err)
 	}
-	data, err := b.post(ctx, b.embeddingsURL, body)
+	data, err := b.post(ctx, b.embeddingsURL, body, "data")
 	if err != nil {
 		return nil, served, err
 	}
@@ -117,8 +118,11 @@ func (b *Backend) CreateEmbedding(ctx context.Context, req *flexwayv1.CreateEmbe
 	return resp, served, nil
 }
 
-// post sends a non-streamed request and returns the 2xx answer's body.
-func (b *Backend) post(ctx context.Context, url string, body []byte) ([]byte, error) {
+// post sends a non-streamed request and returns the 2xx answer's body. An
+// answer that is an OpenAI error object (a non-null top-level "error")
+// without its result member (choices, data) is an upstream error, never
+// an empty result: some upstreams report failures with a 200.
+func (b *Backend) post(ctx context.Context, url string, body []byte, result string) ([]byte, error) {
 	ex, err := b.send(ctx, url, body, "application/json")
 	if err != nil {
 		return nil, err
@@ -127,6 +131,10 @@ func (b *Backend) post(ctx context.Context, url string, body []byte) ([]byte, er
 	data, err := ex.readAll(maxAnswerBytes)
 	if err != nil {
 		return nil, err
+	}
+	if isErrorAnswer(data, result) {
+		return nil, faults.Wrap(faults.UpstreamError, errorObjectCause("error object", data),
+			fmt.Sprintf("upstream %s answered %d with an error object", b.name, ex.resp.StatusCode))
 	}
 	return data, nil
 }
@@ -178,7 +186,7 @@ func (b *Backend) send(ctx context.Context, url string, body []byte, accept stri
 	req, err := http.NewRequestWithContext(reqCtx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		cancel(errReleased)
-		return nil, faults.Wrap(faults.Internal, err, "internal error")
+		return nil, faults.Wrap(faults.Internal, redactURLError(err), "internal error")
 	}
 	// Built from scratch: nothing of the caller's request reaches the
 	// upstream but the body.

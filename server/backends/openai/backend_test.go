@@ -295,8 +295,9 @@ func TestUpstream4xxKeptForRelay(t *testing.T) {
 
 // TestUpstreamAuthRefused: an upstream 401 or 403 refuses the gateway's
 // credentials, not the caller's: it is an upstream error (502) wrapping
-// backends.ErrUpstreamAuth that names the backend's auth setting, and the
-// upstream's body, which may echo the credential, is kept nowhere.
+// backends.ErrUpstreamAuth whose cause, not its message, names the backend
+// and its auth setting, and the upstream's body, which may echo the
+// credential, is kept nowhere.
 func TestUpstreamAuthRefused(t *testing.T) {
 	t.Parallel()
 	const secret = "upstream-secret-XYZ"
@@ -325,7 +326,10 @@ func TestUpstreamAuthRefused(t *testing.T) {
 				io.WriteString(w, tt.body)
 			})
 			b := newBackend(t, u, Options{Auth: Auth{Type: AuthBearer, Secret: secret}})
-			want := fmt.Sprintf(`backend "main" refused the gateway's credentials (HTTP %d); check ai.backends.main.auth`, tt.status)
+			// The caller learns neither the backend's name nor a
+			// configuration key; the log (the cause) learns both.
+			const want = "the backend refused the gateway's credentials"
+			wantCause := fmt.Sprintf("upstream main status %d, check ai.backends.main.auth: ", tt.status)
 			check := func(what string, err error) {
 				t.Helper()
 				fe := wantFault(t, err, faults.UpstreamError)
@@ -334,6 +338,10 @@ func TestUpstreamAuthRefused(t *testing.T) {
 				}
 				if fe.Message != want {
 					t.Errorf("%s: message %q, want %q", what, fe.Message, want)
+				}
+				notContains(t, what+" error", err.Error(), "main", "ai.backends")
+				if fe.Err == nil || !strings.HasPrefix(fe.Err.Error(), wantCause) {
+					t.Errorf("%s: cause %v, want it to start with %q", what, fe.Err, wantCause)
 				}
 				if fe.HTTPStatus() != http.StatusBadGateway || fe.UpstreamHTTPStatus != 0 || fe.UpstreamBody != nil ||
 					fe.UpstreamContentType != "" || fe.RetryAfterSeconds != 0 {

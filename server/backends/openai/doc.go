@@ -13,13 +13,14 @@
 // core whether it may fall back:
 //
 //   - faults.UpstreamError: connection error, 5xx, an unreadable or
-//     truncated answer, an error event inside a stream, a stream cut before
-//     `data: [DONE]`, an unreadable token file;
+//     truncated answer, a 2xx answer that is an OpenAI error object
+//     (`{"error": {...}}` without choices or data), an error event inside a
+//     stream, a stream cut before `data: [DONE]`, an unreadable token file;
 //   - faults.UpstreamError wrapping [backends.ErrUpstreamAuth]: an upstream
 //     401 or 403, the upstream refusing the gateway's credentials (not the
-//     caller's), which the core does not fall back from; the message names
-//     the backend's auth setting, and the upstream's body, which may echo
-//     the credential, is dropped;
+//     caller's), which the core does not fall back from; the message says
+//     only that, the cause names the backend and its auth setting, and the
+//     upstream's body, which may echo the credential, is dropped;
 //   - faults.UpstreamTimeout: no response headers within Options.Timeout, or
 //     no byte for Options.IdleTimeout while reading an answer;
 //   - faults.UpstreamStatus: any other upstream 4xx (429 included), with
@@ -27,10 +28,13 @@
 //     that the front relays them as they are;
 //   - faults.Canceled: the caller's context was canceled.
 //
-// Error messages name the backend and the upstream status only. Causes are
-// in [faults.Error.Err], for logs; of a failed answer's body they keep the
-// Content-Type and the size read, never the bytes, which may echo a prompt
-// or a token (only an in-stream error event's data, bounded, is kept).
+// Error messages name the backend and the upstream status only (and not
+// even the backend for a refused credential). Causes are in
+// [faults.Error.Err], for logs; of a failed answer's body they keep the
+// media type of its Content-Type and the size read, never the bytes, which
+// may echo a prompt or a token (of an error object or event, only its
+// type and code, bounded, are kept); of an HTTP client error they keep the
+// URL without its user info and query, which may hold a credential.
 //
 // JSON encoding and decoding is package openaiwire's; this package only
 // moves bytes.

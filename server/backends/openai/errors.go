@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"mime"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -29,6 +31,7 @@ const failedBodyCountBytes = 64<<10 + 1
 // request's context and parent the caller's. message is the client-facing
 // message of a plain upstream error.
 func (b *Backend) failure(parent, reqCtx context.Context, err error, message string) *faults.Error {
+	err = redactURLError(err)
 	switch cause := context.Cause(reqCtx); {
 	case errors.Is(cause, errHeaderTimeout):
 		return faults.Wrap(faults.UpstreamTimeout, err, fmt.Sprintf("upstream %s did not answer within %s", b.name, b.timeout))
@@ -42,6 +45,28 @@ func (b *Backend) failure(parent, reqCtx context.Context, err error, message str
 		return faults.Wrap(faults.UpstreamTimeout, err, "upstream "+b.name+" timed out")
 	}
 	return faults.Wrap(faults.UpstreamError, err, message)
+}
+
+// redactURLError returns err with the URL of a *url.Error at its top (what
+// http.Client.Do and url.Parse return) cut to scheme://host/path: its user
+// info and query may hold a credential, and causes are logged. Any other
+// error is returned as is.
+func redactURLError(err error) error {
+	ue, ok := err.(*url.Error)
+	if !ok {
+		return err
+	}
+	return &url.Error{Op: ue.Op, URL: redactURL(ue.URL), Err: ue.Err}
+}
+
+// redactURL is raw without user info, query and fragment, or a placeholder
+// when it does not parse.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath}).String()
 }
 
 // contextError maps the caller's context once it is done: its deadline is
@@ -60,9 +85,10 @@ func (ex *exchange) readError(err error) *faults.Error {
 
 // statusError maps a non-2xx answer:
 //   - a 401 or 403 is the upstream refusing the gateway's own credentials:
-//     an upstream error wrapping [backends.ErrUpstreamAuth] whose message
-//     names the backend's auth setting; the body, which may echo the
-//     credential, is neither kept nor logged;
+//     an upstream error wrapping [backends.ErrUpstreamAuth]; its message
+//     names neither the backend nor a configuration key (the caller must not
+//     learn them), its cause, for logs, names both; the body, which may echo
+//     the credential, is neither kept nor logged;
 //   - any other 4xx keeps the upstream's status, Content-Type and body (its
 //     first MiB) for relay;
 //   - any other status is an upstream error whose message says the status
@@ -77,10 +103,10 @@ func (ex *exchange) statusError(decodeErr error) *faults.Error {
 	switch {
 	case code == http.StatusUnauthorized || code == http.StatusForbidden:
 		return &faults.Error{
-			Reason: faults.UpstreamError,
-			Message: fmt.Sprintf("backend %q refused the gateway's credentials (HTTP %d); check ai.backends.%s.auth",
-				ex.b.name, code, ex.b.name),
-			Err: fmt.Errorf("upstream %s status %d: %w", ex.b.name, code, backends.ErrUpstreamAuth),
+			Reason:  faults.UpstreamError,
+			Message: "the backend refused the gateway's credentials",
+			Err: fmt.Errorf("upstream %s status %d, check ai.backends.%s.auth: %w",
+				ex.b.name, code, ex.b.name, backends.ErrUpstreamAuth),
 		}
 	case code < 400 || code > 499:
 		fe := &faults.Error{Reason: faults.UpstreamError, Message: msg, RetryAfterSeconds: retry}
@@ -100,7 +126,7 @@ func (ex *exchange) statusError(decodeErr error) *faults.Error {
 		case err != nil:
 			size += " before the body failed"
 		}
-		fe.Err = fmt.Errorf("upstream %s status %d, Content-Type %q, %s", ex.b.name, code, logHeader(ex.resp.Header.Get("Content-Type")), size)
+		fe.Err = fmt.Errorf("upstream %s status %d, Content-Type %q, %s", ex.b.name, code, logMediaType(ex.resp.Header.Get("Content-Type")), size)
 		if err != nil && ex.parent.Err() != nil {
 			return contextError(ex.parent)
 		}
@@ -133,13 +159,25 @@ func (ex *exchange) statusError(decodeErr error) *faults.Error {
 	return fe
 }
 
-// logHeader bounds a response header value written to a log line.
-func logHeader(v string) string {
-	const limit = 128
-	if len(v) > limit {
-		return v[:limit] + "..."
+// maxLoggedMediaType bounds the media type [logMediaType] returns.
+const maxLoggedMediaType = 64
+
+// logMediaType is what a cause keeps of a Content-Type: its media type
+// alone (parameters, which are free text, are dropped), lower-cased and cut
+// to 64 bytes; "(invalid)" when there is none to read.
+func logMediaType(v string) string {
+	if strings.TrimSpace(v) == "" {
+		return ""
 	}
-	return v
+	// A media type is kept even when a parameter does not parse.
+	mt, _, _ := mime.ParseMediaType(v)
+	if mt == "" {
+		return "(invalid)"
+	}
+	if len(mt) > maxLoggedMediaType {
+		mt = mt[:maxLoggedMediaType]
+	}
+	return mt
 }
 
 // retryAfter returns the seconds of a Retry-After header value: a number of

@@ -260,9 +260,15 @@ func (s *stream) tooLarge() error {
 }
 
 // upstreamErrorEvent is the error of an upstream's in-stream error event.
-// Only the error's `type` and `code` (each cut to 64 bytes) and the event's
-// size are kept, for logs: its message may echo a prompt or a credential.
 func (s *stream) upstreamErrorEvent(data []byte) error {
+	return faults.Wrap(faults.UpstreamError, errorObjectCause("error event", data), "upstream "+s.ex.b.name+" reported an error in its stream")
+}
+
+// errorObjectCause is the cause, for logs, of an upstream's OpenAI error
+// object, what being "error event" or "error object": only the error's
+// `type` and `code` (each cut to 64 bytes) and the data's size are kept,
+// as its message may echo a prompt or a credential.
+func errorObjectCause(what string, data []byte) error {
 	var probe struct {
 		Error struct {
 			Type any `json:"type"`
@@ -277,22 +283,45 @@ func (s *stream) upstreamErrorEvent(data []byte) error {
 		}
 		return t
 	}
-	cause := fmt.Errorf("upstream error event: type %q, code %q, %d bytes", cut(probe.Error.Type), cut(probe.Error.Code), len(data))
-	return faults.Wrap(faults.UpstreamError, cause, "upstream "+s.ex.b.name+" reported an error in its stream")
+	return fmt.Errorf("upstream %s: type %q, code %q, %d bytes", what, cut(probe.Error.Type), cut(probe.Error.Code), len(data))
 }
 
 // isErrorObject reports whether data is a JSON object with a non-null
-// top-level "error" member. A chunk only pays for the full check when it
-// holds the bytes `"error"`.
+// top-level "error" member.
 func isErrorObject(data []byte) bool {
-	if data[0] != '{' || !bytes.Contains(data, errorMember) {
+	return isErrorAnswer(data, "")
+}
+
+// isErrorAnswer reports whether data is a JSON object with a non-null
+// top-level "error" member and, when result is not empty, without a
+// result member of that name holding something (absent, null, [] and {}
+// hold nothing). Data only pays for the full check when it holds the bytes
+// `"error"`.
+func isErrorAnswer(data []byte, result string) bool {
+	data = bytes.TrimSpace(data)
+	if len(data) == 0 || data[0] != '{' || !bytes.Contains(data, errorMember) {
 		return false
 	}
-	var probe struct {
-		Error json.RawMessage `json:"error"`
-	}
+	var probe map[string]json.RawMessage
 	if json.Unmarshal(data, &probe) != nil {
 		return false
 	}
-	return len(probe.Error) > 0 && !bytes.Equal(probe.Error, []byte("null"))
+	if e, ok := probe["error"]; !ok || bytes.Equal(e, jsonNull) {
+		return false
+	}
+	return result == "" || isEmptyJSON(probe[result])
+}
+
+var jsonNull = []byte("null")
+
+// isEmptyJSON reports whether a JSON value is absent (nil), null, or an
+// empty array or object.
+func isEmptyJSON(v json.RawMessage) bool {
+	if len(v) == 0 || bytes.Equal(v, jsonNull) {
+		return true
+	}
+	if (v[0] == '[' || v[0] == '{') && len(bytes.TrimSpace(v[1:len(v)-1])) == 0 {
+		return true
+	}
+	return false
 }
