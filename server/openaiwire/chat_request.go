@@ -46,86 +46,54 @@ func parseChatCompletionRequest(data []byte) (*flexwayv1.CreateChatCompletionReq
 		return nil, err
 	}
 	req := &flexwayv1.CreateChatCompletionRequest{}
-	for first := true; ; first = false {
-		key, ok, err := d.member(first)
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			break
-		}
+	err = d.members(func(key []byte) (err error) {
 		switch string(key) {
 		case "model":
-			if req.Model, err = d.str(); err != nil {
-				return nil, nestKey(err, "model")
-			}
+			req.Model, err = d.str()
 		case "messages":
 			if err := d.openArray(); err != nil {
-				return nil, nestKey(err, "messages")
+				return err
 			}
 			req.Messages = req.Messages[:0]
 			for i := 0; ; i++ {
 				ok, err := d.element(i == 0)
-				if err != nil {
-					return nil, err
-				}
-				if !ok {
-					break
+				if err != nil || !ok {
+					return err
 				}
 				m, err := d.message(true)
 				if err != nil {
-					return nil, nestKey(nestIndex(err, i), "messages")
+					return nestIndex(err, i)
 				}
 				req.Messages = append(req.Messages, m)
 			}
 		case "stream":
 			if null, err := d.keptNull(&req.ExtraFields, "stream"); err != nil || null {
 				req.Stream = nil
-				if err != nil {
-					return nil, err
-				}
-				continue
+				return err
 			}
 			b, err := d.bool()
 			if err != nil {
-				return nil, nestKey(err, "stream")
+				return err
 			}
 			req.Stream = &b
 			delete(req.ExtraFields, "stream")
 		case "stream_options":
-			if null, err := d.keptNull(&req.ExtraFields, "stream_options"); err != nil || null {
-				req.StreamOptions = nil
-				if err != nil {
-					return nil, err
-				}
-				continue
-			}
-			if req.StreamOptions, err = d.streamOptions(); err != nil {
-				return nil, nestKey(err, "stream_options")
-			}
-			delete(req.ExtraFields, "stream_options")
+			req.StreamOptions, err = nullable(&d, &req.ExtraFields, "stream_options", d.streamOptions)
 		case "max_tokens":
-			if req.MaxTokens, err = d.tokenCap(&req.ExtraFields, "max_tokens"); err != nil {
-				return nil, err
-			}
+			req.MaxTokens, err = d.tokenCap(&req.ExtraFields, "max_tokens")
 		case "max_completion_tokens":
-			if req.MaxCompletionTokens, err = d.tokenCap(&req.ExtraFields, "max_completion_tokens"); err != nil {
-				return nil, err
-			}
+			req.MaxCompletionTokens, err = d.tokenCap(&req.ExtraFields, "max_completion_tokens")
 		case "n":
 			if null, err := d.keptNull(&req.ExtraFields, "n"); err != nil || null {
 				req.N = nil
-				if err != nil {
-					return nil, err
-				}
-				continue
+				return err
 			}
 			v, err := d.int64()
 			if err != nil {
-				return nil, nestKey(err, "n")
+				return err
 			}
 			if v < 1 || v > 128 {
-				return nil, fieldErr("n", "must be between 1 and 128, got %d", v)
+				return fieldErr("", "must be between 1 and 128, got %d", v)
 			}
 			n := int32(v)
 			req.N = &n
@@ -133,22 +101,21 @@ func parseChatCompletionRequest(data []byte) (*flexwayv1.CreateChatCompletionReq
 		case "user":
 			if null, err := d.keptNull(&req.ExtraFields, "user"); err != nil || null {
 				req.User = nil
-				if err != nil {
-					return nil, err
-				}
-				continue
+				return err
 			}
 			s, err := d.str()
 			if err != nil {
-				return nil, nestKey(err, "user")
+				return err
 			}
 			req.User = &s
 			delete(req.ExtraFields, "user")
 		default:
-			if err := d.extra(&req.ExtraFields, key); err != nil {
-				return nil, err
-			}
+			err = d.extra(&req.ExtraFields, key)
 		}
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	if err := d.end(); err != nil {
 		return nil, err
@@ -173,18 +140,19 @@ func (d *decoder) keptNull(m *map[string]string, key string) (bool, error) {
 	return true, nil
 }
 
-// tokenCap reads max_tokens or max_completion_tokens: a non-negative
-// integer, or null (kept in *m, nil returned).
+// tokenCap reads the member key of a request, max_tokens or
+// max_completion_tokens: a non-negative integer, or null (kept in *m, nil
+// returned). Errors are relative to the value, as members wants them.
 func (d *decoder) tokenCap(m *map[string]string, key string) (*int64, error) {
 	if null, err := d.keptNull(m, key); err != nil || null {
 		return nil, err
 	}
 	v, err := d.int64()
 	if err != nil {
-		return nil, nestKey(err, key)
+		return nil, err
 	}
 	if v < 0 {
-		return nil, fieldErr(key, "must not be negative, got %d", v)
+		return nil, fieldErr("", "must not be negative, got %d", v)
 	}
 	delete(*m, key)
 	return &v, nil
@@ -192,38 +160,27 @@ func (d *decoder) tokenCap(m *map[string]string, key string) (*int64, error) {
 
 // streamOptions parses a stream_options object at d.pos.
 func (d *decoder) streamOptions() (*flexwayv1.StreamOptions, error) {
-	if err := d.openObject(); err != nil {
-		return nil, err
-	}
 	so := &flexwayv1.StreamOptions{}
-	for first := true; ; first = false {
-		key, ok, err := d.member(first)
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			return so, nil
-		}
+	err := d.members(func(key []byte) error {
 		if string(key) != "include_usage" {
-			if err := d.extra(&so.ExtraFields, key); err != nil {
-				return nil, err
-			}
-			continue
+			return d.extra(&so.ExtraFields, key)
 		}
 		if null, err := d.keptNull(&so.ExtraFields, "include_usage"); err != nil || null {
 			so.IncludeUsage = nil
-			if err != nil {
-				return nil, err
-			}
-			continue
+			return err
 		}
 		b, err := d.bool()
 		if err != nil {
-			return nil, nestKey(err, "include_usage")
+			return err
 		}
 		so.IncludeUsage = &b
 		delete(so.ExtraFields, "include_usage")
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
+	return so, nil
 }
 
 // Upstream says how [AppendChatCompletionRequest] adapts a client's request

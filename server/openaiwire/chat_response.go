@@ -30,42 +30,8 @@ func parseChatCompletion(data []byte) (*flexwayv1.ChatCompletion, error) {
 		return nil, err
 	}
 	c := &flexwayv1.ChatCompletion{}
-	for first := true; ; first = false {
-		key, ok, err := d.member(first)
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			break
-		}
-		switch string(key) {
-		case "id":
-			c.Id, err = d.optStr()
-		case "object":
-			c.Object, err = d.optStr()
-		case "created":
-			c.Created, err = d.optInt64()
-		case "model":
-			c.Model, err = d.optStr()
-		case "choices":
-			c.Choices = c.Choices[:0]
-			err = d.array(func(i int) error {
-				ch, err := d.choice()
-				if err == nil {
-					c.Choices = append(c.Choices, ch)
-				}
-				return err
-			})
-		case "usage":
-			c.Usage, err = d.usageMember(&c.ExtraFields)
-		default:
-			err = d.extra(&c.ExtraFields, key)
-		}
-		if err != nil {
-			return nil, nestKey(err, string(key))
-		}
-	}
-	if err := d.end(); err != nil {
+	f := responseFields{id: &c.Id, object: &c.Object, created: &c.Created, model: &c.Model, usage: &c.Usage, extra: &c.ExtraFields}
+	if err := chatResponse(&d, f, &c.Choices, d.choice); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -96,45 +62,56 @@ func parseChatCompletionChunk(data []byte) (*flexwayv1.ChatCompletionChunk, erro
 		return nil, err
 	}
 	c := &flexwayv1.ChatCompletionChunk{}
-	for first := true; ; first = false {
-		key, ok, err := d.member(first)
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			break
-		}
+	f := responseFields{id: &c.Id, object: &c.Object, created: &c.Created, model: &c.Model, usage: &c.Usage, extra: &c.ExtraFields}
+	if err := chatResponse(&d, f, &c.Choices, d.chunkChoice); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// responseFields points at the fields of a chat completion or chunk but
+// its choices.
+type responseFields struct {
+	id, object, model *string
+	created           *int64
+	usage             **flexwayv1.Usage
+	extra             *map[string]string
+}
+
+// chatResponse parses the chat completion or chunk object at d.pos, the
+// top-level value, into f and *choices, parsing each choice, of type C,
+// with choice (a method value of d, see nullable).
+func chatResponse[C any](d *decoder, f responseFields, choices *[]*C, choice func() (*C, error)) error {
+	err := d.members(func(key []byte) (err error) {
 		switch string(key) {
 		case "id":
-			c.Id, err = d.optStr()
+			*f.id, err = d.optStr()
 		case "object":
-			c.Object, err = d.optStr()
+			*f.object, err = d.optStr()
 		case "created":
-			c.Created, err = d.optInt64()
+			*f.created, err = d.optInt64()
 		case "model":
-			c.Model, err = d.optStr()
+			*f.model, err = d.optStr()
 		case "choices":
-			c.Choices = c.Choices[:0]
-			err = d.array(func(i int) error {
-				ch, err := d.chunkChoice()
+			*choices = (*choices)[:0]
+			err = d.array(func(int) error {
+				ch, err := choice()
 				if err == nil {
-					c.Choices = append(c.Choices, ch)
+					*choices = append(*choices, ch)
 				}
 				return err
 			})
 		case "usage":
-			c.Usage, err = d.usageMember(&c.ExtraFields)
+			*f.usage, err = nullable(d, f.extra, "usage", d.usage)
 		default:
-			err = d.extra(&c.ExtraFields, key)
+			err = d.extra(f.extra, key)
 		}
-		if err != nil {
-			return nil, nestKey(err, string(key))
-		}
+		return err
+	})
+	if err != nil {
+		return err
 	}
-	if err := d.end(); err != nil {
-		return nil, err
-	}
-	return c, nil
+	return d.end()
 }
 
 // array parses an array at d.pos, calling elem with d.pos on each element;
@@ -195,110 +172,71 @@ func (d *decoder) finishReason() (*string, error) {
 
 // choice parses one choice of a chat completion at d.pos.
 func (d *decoder) choice() (*flexwayv1.ChatCompletionChoice, error) {
-	if err := d.openObject(); err != nil {
+	ch := &flexwayv1.ChatCompletionChoice{}
+	if err := d.choiceMembers("message", &ch.Index, &ch.Message, &ch.FinishReason, &ch.ExtraFields); err != nil {
 		return nil, err
 	}
-	ch := &flexwayv1.ChatCompletionChoice{}
-	for first := true; ; first = false {
-		key, ok, err := d.member(first)
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			return ch, nil
-		}
-		switch string(key) {
-		case "index":
-			ch.Index, err = d.optInt32()
-		case "message":
-			ch.Message, err = d.messageMember(&ch.ExtraFields, "message")
-		case "finish_reason":
-			ch.FinishReason, err = d.finishReason()
-		default:
-			err = d.extra(&ch.ExtraFields, key)
-		}
-		if err != nil {
-			return nil, nestKey(err, string(key))
-		}
-	}
+	return ch, nil
 }
 
 // chunkChoice parses one choice of a chunk at d.pos.
 func (d *decoder) chunkChoice() (*flexwayv1.ChatCompletionChunkChoice, error) {
-	if err := d.openObject(); err != nil {
+	ch := &flexwayv1.ChatCompletionChunkChoice{}
+	if err := d.choiceMembers("delta", &ch.Index, &ch.Delta, &ch.FinishReason, &ch.ExtraFields); err != nil {
 		return nil, err
 	}
-	ch := &flexwayv1.ChatCompletionChunkChoice{}
-	for first := true; ; first = false {
-		key, ok, err := d.member(first)
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			return ch, nil
-		}
+	return ch, nil
+}
+
+// choiceMembers parses a choice or chunk choice object at d.pos into the
+// fields given; msgKey is "message" or "delta", and a null message is kept
+// in *extra.
+func (d *decoder) choiceMembers(msgKey string, index *int32, msg **flexwayv1.ChatMessage, finish **string, extra *map[string]string) error {
+	return d.members(func(key []byte) (err error) {
 		switch string(key) {
 		case "index":
-			ch.Index, err = d.optInt32()
-		case "delta":
-			ch.Delta, err = d.messageMember(&ch.ExtraFields, "delta")
+			*index, err = d.optInt32()
+		case msgKey:
+			*msg, err = nullable(d, extra, msgKey, func() (*flexwayv1.ChatMessage, error) { return d.message(false) })
 		case "finish_reason":
-			ch.FinishReason, err = d.finishReason()
+			*finish, err = d.finishReason()
 		default:
-			err = d.extra(&ch.ExtraFields, key)
+			err = d.extra(extra, key)
 		}
-		if err != nil {
-			return nil, nestKey(err, string(key))
-		}
-	}
+		return err
+	})
 }
 
-// messageMember reads a response message or delta at d.pos; null is kept
-// in *m under key.
-func (d *decoder) messageMember(m *map[string]string, key string) (*flexwayv1.ChatMessage, error) {
-	if null, err := d.keptNull(m, key); err != nil || null {
-		return nil, err
-	}
-	msg, err := d.message(false)
-	if err == nil {
-		delete(*m, key)
-	}
-	return msg, err
-}
-
-// usageMember reads a usage object at d.pos; null is kept in *m.
-func (d *decoder) usageMember(m *map[string]string) (*flexwayv1.Usage, error) {
-	if null, err := d.keptNull(m, "usage"); err != nil || null {
-		return nil, err
-	}
-	if err := d.openObject(); err != nil {
-		return nil, err
-	}
+// usage parses a chat usage object at d.pos.
+func (d *decoder) usage() (*flexwayv1.Usage, error) {
 	u := &flexwayv1.Usage{}
-	for first := true; ; first = false {
-		key, ok, err := d.member(first)
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			break
-		}
+	if err := d.usageMembers(&u.PromptTokens, &u.CompletionTokens, &u.TotalTokens, &u.ExtraFields); err != nil {
+		return nil, err
+	}
+	return u, nil
+}
+
+// usageMembers parses a chat or embeddings usage object at d.pos into the
+// fields given: the token counts prompt_tokens, completion_tokens and
+// total_tokens, every other member into *extra. A nil completion (an
+// embeddings usage) keeps completion_tokens in *extra.
+func (d *decoder) usageMembers(prompt, completion, total *int64, extra *map[string]string) error {
+	return d.members(func(key []byte) (err error) {
+		var count *int64
 		switch string(key) {
 		case "prompt_tokens":
-			u.PromptTokens, err = d.optInt64()
+			count = prompt
 		case "completion_tokens":
-			u.CompletionTokens, err = d.optInt64()
+			count = completion
 		case "total_tokens":
-			u.TotalTokens, err = d.optInt64()
-		default:
-			err = d.extra(&u.ExtraFields, key)
+			count = total
 		}
-		if err != nil {
-			return nil, nestKey(err, string(key))
+		if count == nil {
+			return d.extra(extra, key)
 		}
-	}
-	delete(*m, "usage")
-	return u, nil
+		*count, err = d.optInt64()
+		return err
+	})
 }
 
 // AppendChatCompletion appends c as a `chat.completion` JSON object to dst

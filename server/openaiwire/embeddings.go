@@ -39,54 +39,37 @@ func parseEmbeddingRequest(data []byte) (*flexwayv1.CreateEmbeddingRequest, erro
 		return nil, err
 	}
 	req := &flexwayv1.CreateEmbeddingRequest{}
-	for first := true; ; first = false {
-		key, ok, err := d.member(first)
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			break
-		}
+	err = d.members(func(key []byte) (err error) {
 		switch string(key) {
 		case "model":
-			if req.Model, err = d.str(); err != nil {
-				return nil, nestKey(err, "model")
-			}
+			req.Model, err = d.str()
 		case "input":
-			if req.Input, err = d.embeddingInput(); err != nil {
-				return nil, nestKey(err, "input")
-			}
+			req.Input, err = d.embeddingInput()
 		case "encoding_format":
 			if null, err := d.keptNull(&req.ExtraFields, "encoding_format"); err != nil || null {
 				req.EncodingFormat = nil
-				if err != nil {
-					return nil, err
-				}
-				continue
+				return err
 			}
 			s, err := d.str()
 			if err != nil {
-				return nil, nestKey(err, "encoding_format")
+				return err
 			}
 			if s != "float" && s != "base64" {
-				return nil, fieldErr("encoding_format", "must be \"float\" or \"base64\", got %q", s)
+				return fieldErr("", "must be \"float\" or \"base64\", got %q", s)
 			}
 			req.EncodingFormat = &s
 			delete(req.ExtraFields, "encoding_format")
 		case "dimensions":
 			if null, err := d.keptNull(&req.ExtraFields, "dimensions"); err != nil || null {
 				req.Dimensions = nil
-				if err != nil {
-					return nil, err
-				}
-				continue
+				return err
 			}
 			v, err := d.int64()
 			if err != nil {
-				return nil, nestKey(err, "dimensions")
+				return err
 			}
 			if v < 1 || v > math.MaxInt32 {
-				return nil, fieldErr("dimensions", "must be a positive integer, got %d", v)
+				return fieldErr("", "must be a positive integer, got %d", v)
 			}
 			n := int32(v)
 			req.Dimensions = &n
@@ -94,22 +77,21 @@ func parseEmbeddingRequest(data []byte) (*flexwayv1.CreateEmbeddingRequest, erro
 		case "user":
 			if null, err := d.keptNull(&req.ExtraFields, "user"); err != nil || null {
 				req.User = nil
-				if err != nil {
-					return nil, err
-				}
-				continue
+				return err
 			}
 			s, err := d.str()
 			if err != nil {
-				return nil, nestKey(err, "user")
+				return err
 			}
 			req.User = &s
 			delete(req.ExtraFields, "user")
 		default:
-			if err := d.extra(&req.ExtraFields, key); err != nil {
-				return nil, err
-			}
+			err = d.extra(&req.ExtraFields, key)
 		}
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	if err := d.end(); err != nil {
 		return nil, err
@@ -346,14 +328,7 @@ func parseEmbeddingResponse(data []byte) (*flexwayv1.CreateEmbeddingResponse, er
 		return nil, err
 	}
 	r := &flexwayv1.CreateEmbeddingResponse{}
-	for first := true; ; first = false {
-		key, ok, err := d.member(first)
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			break
-		}
+	err = d.members(func(key []byte) (err error) {
 		switch string(key) {
 		case "object":
 			r.Object, err = d.optStr()
@@ -369,13 +344,14 @@ func parseEmbeddingResponse(data []byte) (*flexwayv1.CreateEmbeddingResponse, er
 				return err
 			})
 		case "usage":
-			r.Usage, err = d.embeddingUsage(&r.ExtraFields)
+			r.Usage, err = nullable(&d, &r.ExtraFields, "usage", d.embeddingUsage)
 		default:
 			err = d.extra(&r.ExtraFields, key)
 		}
-		if err != nil {
-			return nil, nestKey(err, string(key))
-		}
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	if err := d.end(); err != nil {
 		return nil, err
@@ -385,18 +361,8 @@ func parseEmbeddingResponse(data []byte) (*flexwayv1.CreateEmbeddingResponse, er
 
 // embedding parses one embedding object at d.pos.
 func (d *decoder) embedding() (*flexwayv1.Embedding, error) {
-	if err := d.openObject(); err != nil {
-		return nil, err
-	}
 	e := &flexwayv1.Embedding{}
-	for first := true; ; first = false {
-		key, ok, err := d.member(first)
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			return e, nil
-		}
+	err := d.members(func(key []byte) (err error) {
 		switch string(key) {
 		case "object":
 			e.Object, err = d.optStr()
@@ -407,10 +373,12 @@ func (d *decoder) embedding() (*flexwayv1.Embedding, error) {
 		default:
 			err = d.extra(&e.ExtraFields, key)
 		}
-		if err != nil {
-			return nil, nestKey(err, string(key))
-		}
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
+	return e, nil
 }
 
 // vector reads an embedding's vector at d.pos into e: an array of numbers,
@@ -460,37 +428,12 @@ func (d *decoder) vector(e *flexwayv1.Embedding) error {
 	return nil
 }
 
-// embeddingUsage reads an embeddings usage object at d.pos; null is kept
-// in *m.
-func (d *decoder) embeddingUsage(m *map[string]string) (*flexwayv1.EmbeddingUsage, error) {
-	if null, err := d.keptNull(m, "usage"); err != nil || null {
-		return nil, err
-	}
-	if err := d.openObject(); err != nil {
-		return nil, err
-	}
+// embeddingUsage parses an embeddings usage object at d.pos.
+func (d *decoder) embeddingUsage() (*flexwayv1.EmbeddingUsage, error) {
 	u := &flexwayv1.EmbeddingUsage{}
-	for first := true; ; first = false {
-		key, ok, err := d.member(first)
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			break
-		}
-		switch string(key) {
-		case "prompt_tokens":
-			u.PromptTokens, err = d.optInt64()
-		case "total_tokens":
-			u.TotalTokens, err = d.optInt64()
-		default:
-			err = d.extra(&u.ExtraFields, key)
-		}
-		if err != nil {
-			return nil, nestKey(err, string(key))
-		}
+	if err := d.usageMembers(&u.PromptTokens, nil, &u.TotalTokens, &u.ExtraFields); err != nil {
+		return nil, err
 	}
-	delete(*m, "usage")
 	return u, nil
 }
 

@@ -11,55 +11,37 @@ import (
 // strict (role required, parts "text", "image_url" or "refusal" only), a
 // response message or delta otherwise.
 func (d *decoder) message(strict bool) (*flexwayv1.ChatMessage, error) {
-	if err := d.openObject(); err != nil {
-		return nil, err
-	}
 	m := &flexwayv1.ChatMessage{}
 	hasRole := false
-	for first := true; ; first = false {
-		key, ok, err := d.member(first)
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			break
-		}
+	err := d.members(func(key []byte) (err error) {
 		switch string(key) {
 		case "role":
 			if !strict && d.peek() == 'n' {
-				if err := d.literal("null"); err != nil {
-					return nil, err
-				}
 				m.Role = ""
-				continue
+				return d.literal("null")
 			}
-			if m.Role, err = d.str(); err != nil {
-				return nil, nestKey(err, "role")
-			}
+			m.Role, err = d.str()
 			hasRole = true
 		case "content":
-			if err := d.content(m, strict); err != nil {
-				return nil, nestKey(err, "content")
-			}
+			err = d.content(m, strict)
 		case "name":
-			if null, err := d.isNull(); err != nil {
-				return nil, err
-			} else if null {
+			if null, err := d.keptNull(&m.ExtraFields, "name"); err != nil || null {
 				m.Name = nil
-				d.keepNull(&m.ExtraFields, "name")
-				continue
+				return err
 			}
 			s, err := d.str()
 			if err != nil {
-				return nil, nestKey(err, "name")
+				return err
 			}
 			m.Name = &s
 			delete(m.ExtraFields, "name")
 		default:
-			if err := d.extra(&m.ExtraFields, key); err != nil {
-				return nil, err
-			}
+			err = d.extra(&m.ExtraFields, key)
 		}
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	if strict && (!hasRole || m.Role == "") {
 		if !hasRole {
@@ -115,56 +97,33 @@ func (d *decoder) content(m *flexwayv1.ChatMessage, strict bool) error {
 // like any member Flexway does not model); lenient parsing keeps an unknown
 // type with its members in extra_fields.
 func (d *decoder) contentPart(strict bool) (*flexwayv1.ContentPart, error) {
-	if err := d.openObject(); err != nil {
-		return nil, err
-	}
 	p := &flexwayv1.ContentPart{}
 	hasType := false
-	for first := true; ; first = false {
-		key, ok, err := d.member(first)
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			break
-		}
+	err := d.members(func(key []byte) (err error) {
 		switch string(key) {
 		case "type":
-			if p.Type, err = d.str(); err != nil {
-				return nil, nestKey(err, "type")
-			}
+			p.Type, err = d.str()
 			hasType = true
 		case "text":
-			if null, err := d.isNull(); err != nil {
-				return nil, err
-			} else if null {
+			if null, err := d.keptNull(&p.ExtraFields, "text"); err != nil || null {
 				p.Text = nil
-				d.keepNull(&p.ExtraFields, "text")
-				continue
+				return err
 			}
 			s, err := d.str()
 			if err != nil {
-				return nil, nestKey(err, "text")
+				return err
 			}
 			p.Text = &s
 			delete(p.ExtraFields, "text")
 		case "image_url":
-			if null, err := d.isNull(); err != nil {
-				return nil, err
-			} else if null {
-				p.ImageUrl = nil
-				d.keepNull(&p.ExtraFields, "image_url")
-				continue
-			}
-			if p.ImageUrl, err = d.imageURL(); err != nil {
-				return nil, nestKey(err, "image_url")
-			}
-			delete(p.ExtraFields, "image_url")
+			p.ImageUrl, err = nullable(d, &p.ExtraFields, "image_url", d.imageURL)
 		default:
-			if err := d.extra(&p.ExtraFields, key); err != nil {
-				return nil, err
-			}
+			err = d.extra(&p.ExtraFields, key)
 		}
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	switch {
 	case !hasType:
@@ -191,44 +150,31 @@ func (d *decoder) contentPart(strict bool) (*flexwayv1.ContentPart, error) {
 
 // imageURL parses an image_url object at d.pos; its url is required.
 func (d *decoder) imageURL() (*flexwayv1.ImageUrl, error) {
-	if err := d.openObject(); err != nil {
-		return nil, err
-	}
 	u := &flexwayv1.ImageUrl{}
 	hasURL := false
-	for first := true; ; first = false {
-		key, ok, err := d.member(first)
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			break
-		}
+	err := d.members(func(key []byte) (err error) {
 		switch string(key) {
 		case "url":
-			if u.Url, err = d.str(); err != nil {
-				return nil, nestKey(err, "url")
-			}
+			u.Url, err = d.str()
 			hasURL = true
 		case "detail":
-			if null, err := d.isNull(); err != nil {
-				return nil, err
-			} else if null {
+			if null, err := d.keptNull(&u.ExtraFields, "detail"); err != nil || null {
 				u.Detail = nil
-				d.keepNull(&u.ExtraFields, "detail")
-				continue
+				return err
 			}
 			s, err := d.str()
 			if err != nil {
-				return nil, nestKey(err, "detail")
+				return err
 			}
 			u.Detail = &s
 			delete(u.ExtraFields, "detail")
 		default:
-			if err := d.extra(&u.ExtraFields, key); err != nil {
-				return nil, err
-			}
+			err = d.extra(&u.ExtraFields, key)
 		}
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	if !hasURL {
 		return nil, fieldErr("url", "an image_url object needs a string url")

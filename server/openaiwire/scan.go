@@ -222,6 +222,26 @@ func (d *decoder) member(first bool) (key []byte, ok bool, err error) {
 	return key, true, nil
 }
 
+// members parses the object at d.pos, calling each with d.pos on the value
+// of every member, in order; it returns a type error if the value is not an
+// object. each must read the whole value. key is the decoded key, valid
+// only during the call (see member). An error of each is returned nested
+// under key (see nestKey), so each reports errors relative to the value.
+func (d *decoder) members(each func(key []byte) error) error {
+	if err := d.openObject(); err != nil {
+		return err
+	}
+	for first := true; ; first = false {
+		key, ok, err := d.member(first)
+		if err != nil || !ok {
+			return err
+		}
+		if err := each(key); err != nil {
+			return nestKey(err, string(key))
+		}
+	}
+}
+
 // openArray consumes the '[' of an array; it returns a type error if the
 // value at d.pos is not an array.
 func (d *decoder) openArray() error {
@@ -675,6 +695,23 @@ func (d *decoder) keepNull(m *map[string]string, key string) {
 	(*m)[key] = "null"
 }
 
+// nullable reads the member key, at d.pos, of an object whose extra fields
+// are *m: null is kept in *m and reads as nil; any other value is read by
+// parse, and a null kept under key before is dropped. parse is a method
+// value of d (d.usage) or a closure over d: passing d to a function value
+// would move the caller's decoder to the heap.
+func nullable[T any](d *decoder, m *map[string]string, key string, parse func() (*T, error)) (*T, error) {
+	if null, err := d.keptNull(m, key); err != nil || null {
+		return nil, err
+	}
+	v, err := parse()
+	if err != nil {
+		return nil, err
+	}
+	delete(*m, key)
+	return v, nil
+}
+
 // validRaw reports whether s is exactly one valid JSON value (surrounding
 // whitespace allowed) in valid UTF-8. A proto string is valid UTF-8 once
 // it has crossed the wire, but not when a Go caller sets it; the check is
@@ -709,7 +746,8 @@ func checkUTF8(data []byte) error {
 }
 
 // topObject starts parsing data, which must hold one JSON object: it
-// checks UTF-8 and opens the object. what names the document in errors.
+// checks UTF-8 and that the value is an object, leaving d.pos on its '{'
+// for members. what names the document in errors.
 func topObject(data []byte, what string) (decoder, error) {
 	d := decoder{data: data}
 	if err := checkUTF8(data); err != nil {
@@ -717,7 +755,6 @@ func topObject(data []byte, what string) (decoder, error) {
 	}
 	c := d.peek()
 	if c == '{' {
-		d.pos++
 		return d, nil
 	}
 	got, ok := kind(c)
