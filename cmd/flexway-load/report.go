@@ -246,7 +246,7 @@ func (r *report) markdown() []byte {
 			fixedRate, r.Fixed.Achieved[0], r.Fixed.Achieved[1], r.Fixed.Errors[0], r.Fixed.Errors[1], fmtDur(r.Fixed.Lag.P50), fmtDur(r.Fixed.Lag.P99))
 		w("")
 	}
-	w("### Sustained throughput (open loop, p99 ≤ %s, no error)", fmtDur(maxP99))
+	w("### Sustained throughput (open loop, p99 ≤ %s, no error; the better of %d runs per step)", fmtDur(maxP99), stepTries)
 	w("")
 	if len(r.Steps) > 0 {
 		w("| rate (req/s) | direct p99 | flexway p99 |")
