@@ -1,0 +1,73 @@
+package interceptors_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+
+	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
+	"github.com/flexway/flexway/interceptors"
+	"github.com/flexway/flexway/interceptors/identity"
+	"github.com/flexway/flexway/server/call"
+	"github.com/flexway/flexway/server/faults"
+)
+
+// ring knows one key, "sk-acme", for tenant acme.
+type ring struct{}
+
+var _ identity.Keyring = ring{}
+
+func (ring) Lookup(sum [sha256.Size]byte) (identity.Key, bool) {
+	if sum == sha256.Sum256([]byte("sk-acme")) {
+		return identity.Key{Name: "acme-bot", Tenant: "acme"}, true
+	}
+	return identity.Key{}, false
+}
+
+// sensitiveTenants flags tenant acme.
+type sensitiveTenants struct{}
+
+func (sensitiveTenants) Sensitive(tenant, _ string) bool { return tenant == "acme" }
+
+// TestChainOrder: the composed chain authenticates before it validates
+// (an anonymous bad request is 401, not 400), flags sensitivity from the
+// identity it found, and lets health checks through without a key.
+func TestChainOrder(t *testing.T) {
+	c, err := interceptors.New(interceptors.Config{Keys: ring{}, Sensitivity: sensitiveTenants{}, SensitiveHeader: "Flexway-Sensitive"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	unary := c.UnaryInterceptor()
+	chat := &grpc.UnaryServerInfo{FullMethod: "/flexway.v1.ChatService/CreateChatCompletion"}
+	bad := &flexwayv1.CreateChatCompletionRequest{} // no model, no messages
+	good := &flexwayv1.CreateChatCompletionRequest{Model: "m", Messages: []*flexwayv1.ChatMessage{{Role: "user", Content: &flexwayv1.ChatMessage_Text{Text: "hi"}}}}
+	withKey := metadata.NewIncomingContext(context.Background(), metadata.Pairs("authorization", "Bearer sk-acme"))
+
+	reason := func(err error) faults.Reason {
+		var fe *faults.Error
+		if errors.As(err, &fe) {
+			return fe.Reason
+		}
+		return ""
+	}
+	var seen *call.State
+	handler := func(ctx context.Context, _ any) (any, error) { seen = call.FromContext(ctx); return "ok", nil }
+
+	if _, err := unary(context.Background(), bad, chat, handler); reason(err) != faults.InvalidAPIKey {
+		t.Fatalf("anonymous bad request: %v, want invalid_api_key first", err)
+	}
+	if _, err := unary(withKey, bad, chat, handler); reason(err) != faults.InvalidRequest {
+		t.Fatalf("authenticated bad request: %v, want invalid_request", err)
+	}
+	if _, err := unary(withKey, good, chat, handler); err != nil || seen == nil || seen.Tenant != "acme" || !seen.Sensitive {
+		t.Fatalf("good request: err %v, state %+v", err, seen)
+	}
+	health := &grpc.UnaryServerInfo{FullMethod: "/grpc.health.v1.Health/Check"}
+	if out, err := unary(context.Background(), nil, health, handler); err != nil || out != "ok" {
+		t.Fatalf("health check without a key: %v", err)
+	}
+}
