@@ -73,18 +73,24 @@ func New(c Config) (*Chain, error) {
 	guarded := selector.MatchFunc(func(_ context.Context, cm interceptors.CallMeta) bool {
 		return !exempt(cm.FullMethod())
 	})
+	// One selector guards the three tenant-facing interceptors: the
+	// selector builds the call's metadata on every call, once is enough.
 	return &Chain{
 		Unary: []grpc.UnaryServerInterceptor{
 			recovery.UnaryServerInterceptor(rec),
-			selector.UnaryServerInterceptor(identity.UnaryServerInterceptor(c.Keys, idOpts...), guarded),
-			selector.UnaryServerInterceptor(sensitivity.UnaryServerInterceptor(c.Sensitivity, c.SensitiveHeader), guarded),
-			selector.UnaryServerInterceptor(validate.UnaryServerInterceptor(v), guarded),
+			selector.UnaryServerInterceptor(composeUnary(
+				identity.UnaryServerInterceptor(c.Keys, idOpts...),
+				sensitivity.UnaryServerInterceptor(c.Sensitivity, c.SensitiveHeader),
+				validate.UnaryServerInterceptor(v),
+			), guarded),
 		},
 		Stream: []grpc.StreamServerInterceptor{
 			recovery.StreamServerInterceptor(rec),
-			selector.StreamServerInterceptor(identity.StreamServerInterceptor(c.Keys, idOpts...), guarded),
-			selector.StreamServerInterceptor(sensitivity.StreamServerInterceptor(c.Sensitivity, c.SensitiveHeader), guarded),
-			selector.StreamServerInterceptor(validate.StreamServerInterceptor(v), guarded),
+			selector.StreamServerInterceptor(composeStream(
+				identity.StreamServerInterceptor(c.Keys, idOpts...),
+				sensitivity.StreamServerInterceptor(c.Sensitivity, c.SensitiveHeader),
+				validate.StreamServerInterceptor(v),
+			), guarded),
 		},
 	}, nil
 }
@@ -96,8 +102,14 @@ func (c *Chain) ServerOptions() []grpc.ServerOption {
 
 // UnaryInterceptor returns the unary chain as one interceptor, for
 // channels that take a single one (an in-process channel).
-func (c *Chain) UnaryInterceptor() grpc.UnaryServerInterceptor {
-	ints := c.Unary
+func (c *Chain) UnaryInterceptor() grpc.UnaryServerInterceptor { return composeUnary(c.Unary...) }
+
+// StreamInterceptor returns the stream chain as one interceptor, for
+// channels that take a single one (an in-process channel).
+func (c *Chain) StreamInterceptor() grpc.StreamServerInterceptor { return composeStream(c.Stream...) }
+
+// composeUnary runs ints as one interceptor, the first outermost.
+func composeUnary(ints ...grpc.UnaryServerInterceptor) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		next := handler
 		for i := len(ints) - 1; i >= 0; i-- {
@@ -108,10 +120,8 @@ func (c *Chain) UnaryInterceptor() grpc.UnaryServerInterceptor {
 	}
 }
 
-// StreamInterceptor returns the stream chain as one interceptor, for
-// channels that take a single one (an in-process channel).
-func (c *Chain) StreamInterceptor() grpc.StreamServerInterceptor {
-	ints := c.Stream
+// composeStream runs ints as one interceptor, the first outermost.
+func composeStream(ints ...grpc.StreamServerInterceptor) grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		next := handler
 		for i := len(ints) - 1; i >= 0; i-- {
