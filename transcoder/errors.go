@@ -2,6 +2,7 @@ package transcoder
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strconv"
 
@@ -19,6 +20,13 @@ import (
 // none of its message, which describes Flexway's internals; the status is
 // kept as the cause, for logs.
 func toFault(err error) *faults.Error {
+	// The in-process channel hands the core's error over as it is: use it
+	// directly (its cause kept for the log) rather than building a status
+	// and its details only to decode them again.
+	var fe *faults.Error
+	if errors.As(err, &fe) {
+		return fe
+	}
 	st, ok := status.FromError(err)
 	if !ok {
 		return faults.As(err)

@@ -67,16 +67,7 @@ func parseChatCompletionRequest(data []byte) (*flexwayv1.CreateChatCompletionReq
 				req.Messages = append(req.Messages, m)
 			}
 		case "stream":
-			if null, err := d.keptNull(&req.ExtraFields, "stream"); err != nil || null {
-				req.Stream = nil
-				return err
-			}
-			b, err := d.bool()
-			if err != nil {
-				return err
-			}
-			req.Stream = &b
-			delete(req.ExtraFields, "stream")
+			req.Stream, err = nullable(&d, &req.ExtraFields, "stream", d.boolPtr)
 		case "stream_options":
 			req.StreamOptions, err = nullable(&d, &req.ExtraFields, "stream_options", d.streamOptions)
 		case "max_tokens":
@@ -84,31 +75,9 @@ func parseChatCompletionRequest(data []byte) (*flexwayv1.CreateChatCompletionReq
 		case "max_completion_tokens":
 			req.MaxCompletionTokens, err = d.tokenCap(&req.ExtraFields, "max_completion_tokens")
 		case "n":
-			if null, err := d.keptNull(&req.ExtraFields, "n"); err != nil || null {
-				req.N = nil
-				return err
-			}
-			v, err := d.int64()
-			if err != nil {
-				return err
-			}
-			if v < 1 || v > 128 {
-				return fieldErr("", "must be between 1 and 128, got %d", v)
-			}
-			n := int32(v)
-			req.N = &n
-			delete(req.ExtraFields, "n")
+			req.N, err = nullable(&d, &req.ExtraFields, "n", d.choiceCount)
 		case "user":
-			if null, err := d.keptNull(&req.ExtraFields, "user"); err != nil || null {
-				req.User = nil
-				return err
-			}
-			s, err := d.str()
-			if err != nil {
-				return err
-			}
-			req.User = &s
-			delete(req.ExtraFields, "user")
+			req.User, err = nullable(&d, &req.ExtraFields, "user", d.strPtr)
 		default:
 			err = d.extra(&req.ExtraFields, key)
 		}
@@ -144,19 +113,20 @@ func (d *decoder) keptNull(m *map[string]string, key string) (bool, error) {
 // max_completion_tokens: a non-negative integer, or null (kept in *m, nil
 // returned). Errors are relative to the value, as members wants them.
 func (d *decoder) tokenCap(m *map[string]string, key string) (*int64, error) {
-	if null, err := d.keptNull(m, key); err != nil || null {
-		return nil, err
-	}
-	v, err := d.int64()
-	if err != nil {
-		return nil, err
-	}
-	if v < 0 {
-		return nil, fieldErr("", "must not be negative, got %d", v)
-	}
-	delete(*m, key)
-	return &v, nil
+	return nullable(d, m, key, func() (*int64, error) {
+		v, err := d.int64()
+		if err != nil {
+			return nil, err
+		}
+		if v < 0 {
+			return nil, fieldErr("", "must not be negative, got %d", v)
+		}
+		return &v, nil
+	})
 }
+
+// choiceCount reads a request's n: 1 to 128.
+func (d *decoder) choiceCount() (*int32, error) { return d.int32In(1, 128, "between 1 and 128") }
 
 // streamOptions parses a stream_options object at d.pos.
 func (d *decoder) streamOptions() (*flexwayv1.StreamOptions, error) {
@@ -165,17 +135,9 @@ func (d *decoder) streamOptions() (*flexwayv1.StreamOptions, error) {
 		if string(key) != "include_usage" {
 			return d.extra(&so.ExtraFields, key)
 		}
-		if null, err := d.keptNull(&so.ExtraFields, "include_usage"); err != nil || null {
-			so.IncludeUsage = nil
-			return err
-		}
-		b, err := d.bool()
-		if err != nil {
-			return err
-		}
-		so.IncludeUsage = &b
-		delete(so.ExtraFields, "include_usage")
-		return nil
+		var err error
+		so.IncludeUsage, err = nullable(d, &so.ExtraFields, "include_usage", d.boolPtr)
+		return err
 	})
 	if err != nil {
 		return nil, err

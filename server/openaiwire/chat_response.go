@@ -251,31 +251,13 @@ func AppendChatCompletion(dst []byte, c *flexwayv1.ChatCompletion) []byte {
 	if c == nil {
 		c = &flexwayv1.ChatCompletion{}
 	}
-	o := open(dst)
-	o.str("id", c.GetId())
-	o.str("object", c.GetObject())
-	o.int("created", c.GetCreated())
-	o.str("model", c.GetModel())
-	o.key("choices")
-	o.dst = append(o.dst, '[')
-	for i, ch := range c.GetChoices() {
-		if i > 0 {
-			o.dst = append(o.dst, ',')
-		}
-		if ch == nil {
-			ch = &flexwayv1.ChatCompletionChoice{}
-		}
-		o.dst = appendChoice(o.dst, ch.GetIndex(), ch.GetMessage(), "message", ch.FinishReason, ch.GetExtraFields())
-	}
-	o.dst = append(o.dst, ']')
-	if c.GetUsage() != nil {
-		o.key("usage")
-		o.dst = appendUsage(o.dst, c.GetUsage())
-	}
-	_ = o.extras(c.GetExtraFields(), func(k string) bool {
-		return responseKey(k) || k == "usage" && c.GetUsage() != nil
-	}, false)
-	return o.close()
+	return appendResponse(dst, c.GetId(), c.GetObject(), c.GetCreated(), c.GetModel(), c.GetChoices(),
+		func(dst []byte, ch *flexwayv1.ChatCompletionChoice) []byte {
+			if ch == nil {
+				ch = &flexwayv1.ChatCompletionChoice{}
+			}
+			return appendChoice(dst, ch.GetIndex(), ch.GetMessage(), "message", ch.FinishReason, ch.GetExtraFields())
+		}, c.GetUsage(), c.GetExtraFields())
 }
 
 // AppendChatCompletionChunk appends c as a `chat.completion.chunk` JSON
@@ -286,29 +268,40 @@ func AppendChatCompletionChunk(dst []byte, c *flexwayv1.ChatCompletionChunk) []b
 	if c == nil {
 		c = &flexwayv1.ChatCompletionChunk{}
 	}
+	return appendResponse(dst, c.GetId(), c.GetObject(), c.GetCreated(), c.GetModel(), c.GetChoices(),
+		func(dst []byte, ch *flexwayv1.ChatCompletionChunkChoice) []byte {
+			if ch == nil {
+				ch = &flexwayv1.ChatCompletionChunkChoice{}
+			}
+			return appendChoice(dst, ch.GetIndex(), ch.GetDelta(), "delta", ch.FinishReason, ch.GetExtraFields())
+		}, c.GetUsage(), c.GetExtraFields())
+}
+
+// appendResponse writes what a completion and a chunk share: id, object,
+// created, model, the choices (each written by choice, which writes a nil
+// one as an empty one), usage when set, then extra.
+func appendResponse[C any](dst []byte, id, object string, created int64, model string, choices []C,
+	choice func([]byte, C) []byte, usage *flexwayv1.Usage, extra map[string]string) []byte {
 	o := open(dst)
-	o.str("id", c.GetId())
-	o.str("object", c.GetObject())
-	o.int("created", c.GetCreated())
-	o.str("model", c.GetModel())
+	o.str("id", id)
+	o.str("object", object)
+	o.int("created", created)
+	o.str("model", model)
 	o.key("choices")
 	o.dst = append(o.dst, '[')
-	for i, ch := range c.GetChoices() {
+	for i, ch := range choices {
 		if i > 0 {
 			o.dst = append(o.dst, ',')
 		}
-		if ch == nil {
-			ch = &flexwayv1.ChatCompletionChunkChoice{}
-		}
-		o.dst = appendChoice(o.dst, ch.GetIndex(), ch.GetDelta(), "delta", ch.FinishReason, ch.GetExtraFields())
+		o.dst = choice(o.dst, ch)
 	}
 	o.dst = append(o.dst, ']')
-	if c.GetUsage() != nil {
+	if usage != nil {
 		o.key("usage")
-		o.dst = appendUsage(o.dst, c.GetUsage())
+		o.dst = appendUsage(o.dst, usage)
 	}
-	_ = o.extras(c.GetExtraFields(), func(k string) bool {
-		return responseKey(k) || k == "usage" && c.GetUsage() != nil
+	_ = o.extras(extra, func(k string) bool {
+		return responseKey(k) || k == "usage" && usage != nil
 	}, false)
 	return o.close()
 }

@@ -46,45 +46,11 @@ func parseEmbeddingRequest(data []byte) (*flexwayv1.CreateEmbeddingRequest, erro
 		case "input":
 			req.Input, err = d.embeddingInput()
 		case "encoding_format":
-			if null, err := d.keptNull(&req.ExtraFields, "encoding_format"); err != nil || null {
-				req.EncodingFormat = nil
-				return err
-			}
-			s, err := d.str()
-			if err != nil {
-				return err
-			}
-			if s != "float" && s != "base64" {
-				return fieldErr("", "must be \"float\" or \"base64\", got %q", s)
-			}
-			req.EncodingFormat = &s
-			delete(req.ExtraFields, "encoding_format")
+			req.EncodingFormat, err = nullable(&d, &req.ExtraFields, "encoding_format", d.encodingFormat)
 		case "dimensions":
-			if null, err := d.keptNull(&req.ExtraFields, "dimensions"); err != nil || null {
-				req.Dimensions = nil
-				return err
-			}
-			v, err := d.int64()
-			if err != nil {
-				return err
-			}
-			if v < 1 || v > math.MaxInt32 {
-				return fieldErr("", "must be a positive integer, got %d", v)
-			}
-			n := int32(v)
-			req.Dimensions = &n
-			delete(req.ExtraFields, "dimensions")
+			req.Dimensions, err = nullable(&d, &req.ExtraFields, "dimensions", d.dimensions)
 		case "user":
-			if null, err := d.keptNull(&req.ExtraFields, "user"); err != nil || null {
-				req.User = nil
-				return err
-			}
-			s, err := d.str()
-			if err != nil {
-				return err
-			}
-			req.User = &s
-			delete(req.ExtraFields, "user")
+			req.User, err = nullable(&d, &req.ExtraFields, "user", d.strPtr)
 		default:
 			err = d.extra(&req.ExtraFields, key)
 		}
@@ -103,6 +69,24 @@ func parseEmbeddingRequest(data []byte) (*flexwayv1.CreateEmbeddingRequest, erro
 		return nil, fieldErr("input", "you must provide an input")
 	}
 	return req, nil
+}
+
+// encodingFormat reads an embeddings request's encoding_format: "float" or
+// "base64".
+func (d *decoder) encodingFormat() (*string, error) {
+	s, err := d.str()
+	if err != nil {
+		return nil, err
+	}
+	if s != "float" && s != "base64" {
+		return nil, fieldErr("", "must be \"float\" or \"base64\", got %q", s)
+	}
+	return &s, nil
+}
+
+// dimensions reads an embeddings request's dimensions: a positive int32.
+func (d *decoder) dimensions() (*int32, error) {
+	return d.int32In(1, math.MaxInt32, "a positive integer")
 }
 
 // embeddingInput parses an embeddings input at d.pos; the first element of

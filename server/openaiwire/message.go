@@ -25,16 +25,7 @@ func (d *decoder) message(strict bool) (*flexwayv1.ChatMessage, error) {
 		case "content":
 			err = d.content(m, strict)
 		case "name":
-			if null, err := d.keptNull(&m.ExtraFields, "name"); err != nil || null {
-				m.Name = nil
-				return err
-			}
-			s, err := d.str()
-			if err != nil {
-				return err
-			}
-			m.Name = &s
-			delete(m.ExtraFields, "name")
+			m.Name, err = nullable(d, &m.ExtraFields, "name", d.strPtr)
 		default:
 			err = d.extra(&m.ExtraFields, key)
 		}
@@ -105,16 +96,7 @@ func (d *decoder) contentPart(strict bool) (*flexwayv1.ContentPart, error) {
 			p.Type, err = d.str()
 			hasType = true
 		case "text":
-			if null, err := d.keptNull(&p.ExtraFields, "text"); err != nil || null {
-				p.Text = nil
-				return err
-			}
-			s, err := d.str()
-			if err != nil {
-				return err
-			}
-			p.Text = &s
-			delete(p.ExtraFields, "text")
+			p.Text, err = nullable(d, &p.ExtraFields, "text", d.strPtr)
 		case "image_url":
 			p.ImageUrl, err = nullable(d, &p.ExtraFields, "image_url", d.imageURL)
 		default:
@@ -158,16 +140,7 @@ func (d *decoder) imageURL() (*flexwayv1.ImageUrl, error) {
 			u.Url, err = d.str()
 			hasURL = true
 		case "detail":
-			if null, err := d.keptNull(&u.ExtraFields, "detail"); err != nil || null {
-				u.Detail = nil
-				return err
-			}
-			s, err := d.str()
-			if err != nil {
-				return err
-			}
-			u.Detail = &s
-			delete(u.ExtraFields, "detail")
+			u.Detail, err = nullable(d, &u.ExtraFields, "detail", d.strPtr)
 		default:
 			err = d.extra(&u.ExtraFields, key)
 		}

@@ -712,6 +712,38 @@ func nullable[T any](d *decoder, m *map[string]string, key string, parse func() 
 	return v, nil
 }
 
+// strPtr reads a string at d.pos, for [nullable].
+func (d *decoder) strPtr() (*string, error) {
+	s, err := d.str()
+	if err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// boolPtr reads a boolean at d.pos, for [nullable].
+func (d *decoder) boolPtr() (*bool, error) {
+	b, err := d.bool()
+	if err != nil {
+		return nil, err
+	}
+	return &b, nil
+}
+
+// int32In reads an integer at d.pos that must lie in [lo, hi]; outside it
+// the error (relative to the value) says "must be <what>".
+func (d *decoder) int32In(lo, hi int64, what string) (*int32, error) {
+	v, err := d.int64()
+	if err != nil {
+		return nil, err
+	}
+	if v < lo || v > hi {
+		return nil, fieldErr("", "must be %s, got %d", what, v)
+	}
+	n := int32(v)
+	return &n, nil
+}
+
 // validRaw reports whether s is exactly one valid JSON value (surrounding
 // whitespace allowed) in valid UTF-8. A proto string is valid UTF-8 once
 // it has crossed the wire, but not when a Go caller sets it; the check is
