@@ -183,10 +183,14 @@ func New(o Options) (*Backend, error) {
 		return nil, fail("tls: %w", err)
 	}
 	rt := o.Transport
-	if rt == nil {
-		t := newTransport(tlsConf, base.Scheme == "https", b.timeout)
+	switch {
+	case rt != nil:
+	case base.Scheme == "https":
+		t := newTransport(tlsConf, true, b.timeout)
 		b.transport = t
 		rt = t
+	default:
+		rt = newH1Transport(hostPort(base))
 	}
 	b.client = &http.Client{
 		Transport: rt,
@@ -195,6 +199,15 @@ func New(o Options) (*Backend, error) {
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 	return b, nil
+}
+
+// hostPort is u's host and port, the scheme's default port if none.
+func hostPort(u *url.URL) string {
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	return net.JoinHostPort(u.Hostname(), port)
 }
 
 // parseBaseURL checks a backend's base URL.
