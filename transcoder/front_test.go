@@ -15,13 +15,21 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/flexway/flexway/transcoder/inproc"
 )
 
 // noCore is a core that must not be reached: the requests of these tests
 // are answered by the front itself.
 type noCore struct{ t *testing.T }
 
-var _ grpc.ClientConnInterface = noCore{}
+var _ Core = noCore{}
+
+func (c noCore) ServerStream(context.Context, string, any, inproc.Sink) (metadata.MD, error) {
+	c.t.Error("the core was called")
+	return nil, errors.New("no core")
+}
 
 func (c noCore) Invoke(context.Context, string, any, any, ...grpc.CallOption) error {
 	c.t.Error("the core was called")

@@ -1,18 +1,22 @@
 package transcoder
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/flexway/flexway/transcoder/inproc"
 )
 
 // Options configures the HTTP front.
 type Options struct {
-	// Conn reaches the gRPC core; an in-process channel so that every call
-	// passes the server's interceptor chain. Required.
-	Conn grpc.ClientConnInterface
+	// Conn reaches the gRPC core: an *inproc.Channel carrying the server's
+	// interceptor chain, so that every call passes it. Required.
+	Conn Core
 	// MaxBodyBytes bounds a request body in bytes (ai.vision.max_body_bytes);
 	// a larger body is refused with 413 while it is read. Default 24 MiB.
 	MaxBodyBytes int64
@@ -32,6 +36,16 @@ type Options struct {
 	// Logger receives one line per failed request (never content); nil
 	// discards.
 	Logger *slog.Logger
+}
+
+// Core is the front's channel to the gRPC core: unary calls through
+// generated clients, server-streaming calls pushed to a sink in the
+// caller's goroutine. [inproc.Channel] implements it.
+type Core interface {
+	grpc.ClientConnInterface
+	// ServerStream runs a server-streaming method; see
+	// [inproc.Channel.ServerStream].
+	ServerStream(ctx context.Context, method string, req any, sink inproc.Sink) (trailer metadata.MD, err error)
 }
 
 // DefaultMaxBodyBytes is the body limit when Options.MaxBodyBytes is 0:

@@ -2,7 +2,6 @@ package transcoder
 
 import (
 	"context"
-	"errors"
 	"io"
 	"net/http"
 
@@ -11,83 +10,96 @@ import (
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
 	"github.com/flexway/flexway/server/faults"
 	"github.com/flexway/flexway/server/openaiwire"
+	"github.com/flexway/flexway/transcoder/inproc"
 )
 
-// streamChat relays a streamed chat completion as server-sent events.
+// streamChat relays a streamed chat completion as server-sent events. The
+// core's handler runs in this goroutine and each chunk it sends is written
+// and flushed here at once (see [inproc.Channel.ServerStream]).
 func (f *front) streamChat(ctx context.Context, w http.ResponseWriter, r *http.Request, req *flexwayv1.CreateChatCompletionRequest) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stream, err := f.chat.StreamChatCompletion(ctx, req)
-	if err != nil {
-		f.fail(w, r, err)
-		return
-	}
-	header, _ := stream.Header()
-	copyHeaders(w, header)
-	writeSSE(w, stream.Recv, func() metadata.MD { return stream.Trailer() }, func(fe *faults.Error, started bool) {
-		f.logFailure(r, fe, started)
-	})
-}
-
-// writeSSE writes the chunks recv returns as `data: <json>` events, each
-// flushed as soon as it is written, and `data: [DONE]` when recv returns
-// io.EOF. An error before the first event is written as a plain OpenAI
-// error response with its status; after it, the status can no longer
-// change, so the error goes out as a final `data: {"error":...}` event and
-// the stream ends without [DONE]: a cut stream never looks complete.
-//
-// The response headers are written with the first event. failed, when not
-// nil, is told of the error and whether the stream had started. writeSSE
-// is shaped like grpc-gateway's ForwardResponseStream.
-func writeSSE(w http.ResponseWriter, recv func() (*flexwayv1.ChatCompletionChunk, error), trailer func() metadata.MD, failed func(fe *faults.Error, started bool)) {
 	flusher, ok := w.(http.Flusher)
 	if !ok {
 		writeOpenAIError(w, faults.New(faults.Internal, "streaming is not supported by this connection"))
 		return
 	}
-	buf := make([]byte, 0, 512)
-	started := false
-	for {
-		ch, err := recv()
-		if errors.Is(err, io.EOF) {
-			if !started {
-				startSSE(w)
-			}
-			_, _ = io.WriteString(w, "data: [DONE]\n\n")
-			flusher.Flush()
-			return
+	sw := &sseWriter{w: w, flusher: flusher, buf: make([]byte, 0, 512)}
+	trailer, err := f.opts.Conn.ServerStream(ctx, flexwayv1.ChatService_StreamChatCompletion_FullMethodName, req, sw)
+	if err != nil {
+		fe := toFault(err)
+		f.logFailure(r, fe, sw.started)
+		if !sw.started {
+			copyHeaders(w, trailer)
 		}
-		if err != nil {
-			fe := toFault(err)
-			if failed != nil {
-				failed(fe, started)
-			}
-			if !started {
-				if trailer != nil {
-					copyHeaders(w, trailer())
-				}
-				writeOpenAIError(w, fe)
-				return
-			}
-			buf = append(buf[:0], "data: "...)
-			buf = openaiwire.AppendError(buf, fe.Message, fe.Reason.OpenAIType(), fe.Param, string(fe.Reason))
-			buf = append(buf, "\n\n"...)
-			_, _ = w.Write(buf)
-			flusher.Flush()
-			return
-		}
-		if !started {
-			startSSE(w)
-			started = true
-		}
-		buf = append(buf[:0], "data: "...)
-		buf = openaiwire.AppendChatCompletionChunk(buf, ch)
-		buf = append(buf, "\n\n"...)
-		if _, err := w.Write(buf); err != nil {
-			return
-		}
-		flusher.Flush()
+		sw.fail(fe)
+		return
 	}
+	sw.done()
+}
+
+// sseWriter writes chunks as `data: <json>` events, each flushed as soon
+// as it is written, and `data: [DONE]` at the end. An error before the
+// first event is written as a plain OpenAI error response with its status;
+// after it, the status can no longer change, so the error goes out as a
+// final `data: {"error":...}` event and the stream ends without [DONE]: a
+// cut stream never looks complete. The response headers are written with
+// the first event. It is shaped like grpc-gateway's ForwardResponseStream.
+type sseWriter struct {
+	w       http.ResponseWriter
+	flusher http.Flusher
+	buf     []byte
+	started bool
+}
+
+var _ inproc.Sink = (*sseWriter)(nil)
+
+// Header implements [inproc.Sink]: the core's flexway-* header metadata
+// become response headers.
+func (s *sseWriter) Header(md metadata.MD) { copyHeaders(s.w, md) }
+
+// Send implements [inproc.Sink]: one chunk, one event, flushed. A write
+// error (the client went away) ends the core's call.
+func (s *sseWriter) Send(m any) error {
+	ch, ok := m.(*flexwayv1.ChatCompletionChunk)
+	if !ok {
+		return faults.New(faults.Internal, "unexpected stream message %T", m)
+	}
+	s.start()
+	s.buf = append(s.buf[:0], "data: "...)
+	s.buf = openaiwire.AppendChatCompletionChunk(s.buf, ch)
+	s.buf = append(s.buf, "\n\n"...)
+	if _, err := s.w.Write(s.buf); err != nil {
+		return faults.Wrap(faults.Canceled, err, "the client went away")
+	}
+	s.flusher.Flush()
+	return nil
+}
+
+func (s *sseWriter) start() {
+	if !s.started {
+		startSSE(s.w)
+		s.started = true
+	}
+}
+
+// done ends a complete stream with [DONE].
+func (s *sseWriter) done() {
+	s.start()
+	_, _ = io.WriteString(s.w, "data: [DONE]\n\n")
+	s.flusher.Flush()
+}
+
+// fail ends the stream with fe: an error response before the first event,
+// an error event after it.
+func (s *sseWriter) fail(fe *faults.Error) {
+	if !s.started {
+		writeOpenAIError(s.w, fe)
+		return
+	}
+	s.buf = append(s.buf[:0], "data: "...)
+	s.buf = openaiwire.AppendError(s.buf, fe.Message, fe.Reason.OpenAIType(), fe.Param, string(fe.Reason))
+	s.buf = append(s.buf, "\n\n"...)
+	_, _ = s.w.Write(s.buf)
+	s.flusher.Flush()
 }
 
 func startSSE(w http.ResponseWriter) {

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/fullstorydev/grpchan/inprocgrpc"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -28,6 +27,7 @@ import (
 	"github.com/flexway/flexway/server/config"
 	"github.com/flexway/flexway/server/routing"
 	"github.com/flexway/flexway/transcoder"
+	"github.com/flexway/flexway/transcoder/inproc"
 )
 
 // gateway is a built Flexway: the gRPC server with its chain and services,
@@ -35,15 +35,15 @@ import (
 // the same chain), and the HTTP handler. Nothing listens until serve starts
 // it.
 //
-// The in-process channel (grpchan's inprocgrpc) hands messages to the
-// services as in-process calls — no HTTP/2 framing, no serialisation — and
-// has no listener to close: an HTTP call in flight when shutdown begins
+// The in-process channel (transcoder/inproc) runs the services in the
+// HTTP handler's goroutine — no HTTP/2 framing, no serialisation, no copy —
+// and has no listener to close: an HTTP call in flight when shutdown begins
 // still reaches the core after the gRPC listener stopped taking new calls.
 type gateway struct {
 	cfg     *config.Config
 	grpc    *grpc.Server // serves server.grpc, with health and reflection
 	health  *health.Server
-	inproc  *inprocgrpc.Channel // for the HTTP front
+	inproc  *inproc.Channel // for the HTTP front
 	http    http.Handler
 	closeMu sync.Once
 }
@@ -67,10 +67,7 @@ func build(cfg *config.Config, log *slog.Logger) (*gateway, error) {
 	}
 	maxMsg := int(cfg.AI.Vision.MaxBodyBytes) + 1<<20
 	gs := grpc.NewServer(append(chain.ServerOptions(), grpc.MaxRecvMsgSize(maxMsg), grpc.MaxSendMsgSize(64<<20))...)
-	inproc := new(inprocgrpc.Channel).
-		WithCloner(protoCloner{}).
-		WithServerUnaryInterceptor(chain.UnaryInterceptor()).
-		WithServerStreamInterceptor(chain.StreamInterceptor())
+	local := inproc.New(chain.UnaryInterceptor(), chain.StreamInterceptor())
 	core := server.New(server.Options{
 		Backends: bs,
 		Models:   models,
@@ -78,19 +75,19 @@ func build(cfg *config.Config, log *slog.Logger) (*gateway, error) {
 		Logger:   log,
 	})
 	core.Register(gs)
-	core.Register(inproc)
+	core.Register(local)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
 	reflection.Register(gs)
 
-	gw := &gateway{cfg: cfg, grpc: gs, health: hs, inproc: inproc}
+	gw := &gateway{cfg: cfg, grpc: gs, health: hs, inproc: local}
 	forward := []string{cfg.AI.SensitiveHeader}
 	for _, r := range cfg.Identity.Relays {
 		h := r.IdentityHeaders
 		forward = append(forward, h.Tenant, h.Agent, h.Sensitive)
 	}
 	gw.http, err = transcoder.New(transcoder.Options{
-		Conn:           inproc,
+		Conn:           local,
 		MaxBodyBytes:   int64(cfg.AI.Vision.MaxBodyBytes),
 		ForwardHeaders: forward,
 		Logger:         log,
@@ -99,36 +96,6 @@ func build(cfg *config.Config, log *slog.Logger) (*gateway, error) {
 		return nil, err
 	}
 	return gw, nil
-}
-
-// protoCloner copies messages between the in-process channel's client and
-// server sides with google.golang.org/protobuf directly; grpchan's default
-// goes through the deprecated github.com/golang/protobuf and reflection
-// (7% of a call's CPU in the in-process benchmark). Strings are shared, not
-// copied, so a 20 MiB image URL is not duplicated.
-type protoCloner struct{}
-
-var _ inprocgrpc.Cloner = protoCloner{}
-
-// Copy implements [inprocgrpc.Cloner.Copy]: out becomes a copy of in.
-func (protoCloner) Copy(out, in any) error {
-	o, ok := out.(proto.Message)
-	i, ok2 := in.(proto.Message)
-	if !ok || !ok2 {
-		return fmt.Errorf("in-process channel: %T is not a proto message", in)
-	}
-	proto.Reset(o)
-	proto.Merge(o, i)
-	return nil
-}
-
-// Clone implements [inprocgrpc.Cloner.Clone].
-func (protoCloner) Clone(in any) (any, error) {
-	m, ok := in.(proto.Message)
-	if !ok {
-		return nil, fmt.Errorf("in-process channel: %T is not a proto message", in)
-	}
-	return proto.Clone(m), nil
 }
 
 // close stops the gRPC server at once.
