@@ -54,7 +54,6 @@ type h1Conn struct {
 	nc        net.Conn
 	lim       limitedConn // bounds header bytes; lifted for the body
 	br        *bufio.Reader
-	bw        *bufio.Writer
 	idleSince time.Time
 }
 
@@ -99,12 +98,7 @@ func (t *h1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		// As net/http's Transport does; decodedBody decodes it.
 		req.Header.Set("Accept-Encoding", "gzip")
 	}
-	if err := req.Write(pc.bw); err != nil {
-		stop()
-		pc.nc.Close()
-		return nil, err
-	}
-	if err := pc.bw.Flush(); err != nil {
+	if err := writeRequest(pc.nc, req); err != nil {
 		stop()
 		pc.nc.Close()
 		return nil, err
@@ -154,8 +148,25 @@ func (t *h1Transport) conn(ctx context.Context) (*h1Conn, error) {
 	}
 	pc := &h1Conn{nc: nc, lim: limitedConn{c: nc, n: unlimited}}
 	pc.br = bufio.NewReaderSize(&pc.lim, 4096)
-	pc.bw = bufio.NewWriterSize(nc, 4096)
 	return pc, nil
+}
+
+// writers are the buffers requests are written through: held only while
+// a request is written, not for the life of a connection (an open stream
+// holds its connection for minutes).
+var writers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 4096) }}
+
+// writeRequest writes req to c, in one write when it fits the buffer.
+func writeRequest(c net.Conn, req *http.Request) error {
+	bw := writers.Get().(*bufio.Writer)
+	bw.Reset(c)
+	err := req.Write(bw)
+	if err == nil {
+		err = bw.Flush()
+	}
+	bw.Reset(nil)
+	writers.Put(bw)
+	return err
 }
 
 // put returns a connection whose exchange ended cleanly to the pool.
