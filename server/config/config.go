@@ -163,7 +163,7 @@ type AI struct {
 
 // Budget holds the caps and the ledger (ai.budget.*).
 type Budget struct {
-	// Soft is the fraction of every cap, in (0, 1], at or past which a call
+	// Soft is the fraction of every cap, in (0, 1), at or past which a call
 	// gets "Flexway-Budget: soft" and goes to SoftBackend. Default 0.8.
 	Soft float64 `yaml:"soft"`
 	// SoftBackend, optional, serves calls past the soft cap (never widening

@@ -239,7 +239,7 @@ func TestLoadDecodeErrors(t *testing.T) {
 			name:     "explicit zero soft is not replaced by the default",
 			content:  base + "  budget: {soft: 0}\n",
 			wantPath: "ai.budget.soft", wantLine: 12,
-			wantText: "0 is not in (0, 1]",
+			wantText: "0 is not in (0, 1)",
 		},
 		{
 			name:     "unknown version",

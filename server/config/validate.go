@@ -24,7 +24,7 @@ import (
 // does not parse; a backend URL with user info or with a query parameter
 // named like a credential (key, token, secret, password, sig); a backend
 // tls block with an http URL; an auth type without its fields, or with
-// another type's; a negative price or cap; soft outside (0, 1]; an unknown
+// another type's; a negative price or cap; soft outside (0, 1); an unknown
 // time zone; API keys and relays without exactly one of key_sha256 (64 hex
 // digits) and key, with duplicate names or keys, or without a tenant; a
 // store without its path or url; unknown enum values; non-positive
@@ -299,8 +299,8 @@ func (ai AI) checkSensitiveRoutes(col *collector) {
 }
 
 func (b Budget) validate(col *collector, ref func(path, name string) (Backend, bool)) {
-	if !(b.Soft > 0 && b.Soft <= 1) {
-		col.errorf("ai.budget.soft", "%v is not in (0, 1]: it is a fraction of every cap", b.Soft)
+	if !(b.Soft > 0 && b.Soft < 1) {
+		col.errorf("ai.budget.soft", "%v is not in (0, 1): it is a fraction of every cap, below the cap itself", b.Soft)
 	}
 	if b.SoftBackend != "" {
 		ref("ai.budget.soft_backend", b.SoftBackend)

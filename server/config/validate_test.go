@@ -275,11 +275,13 @@ func TestValidate(t *testing.T) {
 
 		// Budget, tenants, vision.
 		{name: "soft zero", edit: func(c *config.Config) { c.AI.Budget.Soft = 0 },
-			wantPath: "ai.budget.soft", wantText: "is not in (0, 1]"},
+			wantPath: "ai.budget.soft", wantText: "is not in (0, 1)"},
 		{name: "soft above one", edit: func(c *config.Config) { c.AI.Budget.Soft = 1.5 },
-			wantPath: "ai.budget.soft", wantText: "1.5 is not in (0, 1]"},
+			wantPath: "ai.budget.soft", wantText: "1.5 is not in (0, 1)"},
+		{name: "soft at the cap itself", edit: func(c *config.Config) { c.AI.Budget.Soft = 1 },
+			wantPath: "ai.budget.soft", wantText: "1 is not in (0, 1)"},
 		{name: "soft NaN", edit: func(c *config.Config) { c.AI.Budget.Soft = math.NaN() },
-			wantPath: "ai.budget.soft", wantText: "is not in (0, 1]"},
+			wantPath: "ai.budget.soft", wantText: "is not in (0, 1)"},
 		{name: "negative reserve_output_tokens", edit: func(c *config.Config) { c.AI.Budget.ReserveOutputTokens = -1 },
 			wantPath: "ai.budget.reserve_output_tokens", wantText: "must not be negative"},
 		{name: "unknown time zone", edit: func(c *config.Config) { c.AI.Budget.Timezone = "Europe/Pariss" },

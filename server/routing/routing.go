@@ -23,6 +23,9 @@ type Table struct {
 	Capabilities map[call.Capability]string
 	// SensitiveBackend is ai.sensitive_backend (internal), or empty.
 	SensitiveBackend string
+	// SoftBackend is ai.budget.soft_backend, or empty: it serves a call
+	// whose caller is past the soft mark of a cap ([Request.Soft]).
+	SoftBackend string
 	// Backends describes every backend by name.
 	Backends map[string]Backend
 }
@@ -61,10 +64,15 @@ type Request struct {
 	Tenant, Agent string
 	Capability    call.Capability
 	Sensitive     bool
+	// Soft is set when the caller is at or past the soft mark of one of
+	// its caps: the call goes to [Table.SoftBackend] if it has the
+	// capability.
+	Soft bool
 }
 
 // Plan returns the call's plan: ai.backend → tenant override → agent
-// override → capability override → sensitivity pin, then the chosen
+// override → soft backend (past a soft cap) → capability override →
+// sensitivity pin (so a soft backend never widens a sensitive call), then the chosen
 // backend's fallbacks filtered to backends with the capability (and, for a
 // sensitive call, internal ones).
 //
@@ -80,6 +88,9 @@ func (t *Table) Plan(r Request) (Plan, error) {
 		if a := ten.Agents[r.Agent]; r.Agent != "" && a != "" {
 			name = a
 		}
+	}
+	if r.Soft && t.SoftBackend != "" && t.Backends[t.SoftBackend].Has(r.Capability) {
+		name = t.SoftBackend
 	}
 	if !t.Backends[name].Has(r.Capability) {
 		alt, ok := t.Capabilities[r.Capability]

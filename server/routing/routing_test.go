@@ -17,6 +17,7 @@ func table() *routing.Table {
 	return &routing.Table{
 		Default:          "main",
 		SensitiveBackend: "onprem",
+		SoftBackend:      "cheap",
 		Capabilities:     map[call.Capability]string{call.Vision: "main", call.Embeddings: "embedder"},
 		Tenants: map[string]routing.Tenant{
 			"acme": {Backend: "main", Agents: map[string]string{"support-bot": "cheap"}},
@@ -44,6 +45,9 @@ func TestPlan(t *testing.T) {
 		{name: "capability override", req: routing.Request{Tenant: "acme", Agent: "support-bot", Capability: call.Embeddings}, want: []string{"embedder"}},
 		{name: "sensitive pinned internal", req: routing.Request{Tenant: "globex", Capability: call.Chat, Sensitive: true}, want: []string{"onprem"}},
 		{name: "sensitive fallback filtered", req: routing.Request{Tenant: "x", Capability: call.Embeddings, Sensitive: true}, want: []string{"embedder"}},
+		{name: "soft goes to the soft backend", req: routing.Request{Tenant: "acme", Capability: call.Chat, Soft: true}, want: []string{"cheap"}},
+		{name: "soft backend without the capability keeps the route", req: routing.Request{Tenant: "acme", Capability: call.Vision, Soft: true}, want: []string{"main"}},
+		{name: "soft never widens a sensitive call", req: routing.Request{Tenant: "acme", Capability: call.Chat, Soft: true, Sensitive: true}, want: []string{"onprem"}},
 		{name: "sensitive vision has no internal backend", req: routing.Request{Tenant: "globex", Capability: call.Vision, Sensitive: true}, reason: faults.SensitiveNoInternalBackend},
 	}
 	for _, tt := range tests {
