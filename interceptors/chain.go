@@ -11,6 +11,7 @@ import (
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/selector"
 	"google.golang.org/grpc"
 
+	"github.com/flexway/flexway/interceptors/budget"
 	"github.com/flexway/flexway/interceptors/identity"
 	"github.com/flexway/flexway/interceptors/sensitivity"
 	"github.com/flexway/flexway/interceptors/validate"
@@ -29,6 +30,8 @@ type Config struct {
 	SensitiveHeader string
 	// Validator checks request messages; nil builds a default one.
 	Validator protovalidate.Validator
+	// Budget meters chat and embeddings calls; nil meters nothing.
+	Budget *budget.Meter
 	// Logger receives recovered panics; nil discards.
 	Logger *slog.Logger
 }
@@ -38,8 +41,11 @@ type Config struct {
 // call passes the same interceptors. Calls pass them as an onion,
 // outermost first:
 //
-//	recovery → identity → sensitivity → validate → service
-//	   ↑________________________________________________|  (responses return outward)
+//	recovery → identity → sensitivity → validate → budget → service
+//	   ↑_________________________________________________________|  (responses return outward)
+//
+// Validation comes before the budget so that an invalid request reserves
+// nothing.
 //
 // Health checks and reflection (grpc.health.v1, grpc.reflection.*) skip
 // identity and validation: they carry no tenant's traffic.
@@ -73,24 +79,30 @@ func New(c Config) (*Chain, error) {
 	guarded := selector.MatchFunc(func(_ context.Context, cm interceptors.CallMeta) bool {
 		return !exempt(cm.FullMethod())
 	})
-	// One selector guards the three tenant-facing interceptors: the
-	// selector builds the call's metadata on every call, once is enough.
+	// One selector guards the tenant-facing interceptors: the selector
+	// builds the call's metadata on every call, once is enough.
+	unary := []grpc.UnaryServerInterceptor{
+		identity.UnaryServerInterceptor(c.Keys, idOpts...),
+		sensitivity.UnaryServerInterceptor(c.Sensitivity, c.SensitiveHeader),
+		validate.UnaryServerInterceptor(v),
+	}
+	stream := []grpc.StreamServerInterceptor{
+		identity.StreamServerInterceptor(c.Keys, idOpts...),
+		sensitivity.StreamServerInterceptor(c.Sensitivity, c.SensitiveHeader),
+		validate.StreamServerInterceptor(v),
+	}
+	if c.Budget != nil {
+		unary = append(unary, c.Budget.UnaryServerInterceptor())
+		stream = append(stream, c.Budget.StreamServerInterceptor())
+	}
 	return &Chain{
 		Unary: []grpc.UnaryServerInterceptor{
 			recovery.UnaryServerInterceptor(rec),
-			selector.UnaryServerInterceptor(composeUnary(
-				identity.UnaryServerInterceptor(c.Keys, idOpts...),
-				sensitivity.UnaryServerInterceptor(c.Sensitivity, c.SensitiveHeader),
-				validate.UnaryServerInterceptor(v),
-			), guarded),
+			selector.UnaryServerInterceptor(composeUnary(unary...), guarded),
 		},
 		Stream: []grpc.StreamServerInterceptor{
 			recovery.StreamServerInterceptor(rec),
-			selector.StreamServerInterceptor(composeStream(
-				identity.StreamServerInterceptor(c.Keys, idOpts...),
-				sensitivity.StreamServerInterceptor(c.Sensitivity, c.SensitiveHeader),
-				validate.StreamServerInterceptor(v),
-			), guarded),
+			selector.StreamServerInterceptor(composeStream(stream...), guarded),
 		},
 	}, nil
 }

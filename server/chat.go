@@ -10,6 +10,19 @@ import (
 	"github.com/flexway/flexway/server/faults"
 )
 
+// CapabilityOf returns what a request of the core's services needs, and
+// false for any other message: embeddings for an embeddings request; for a
+// chat request vision when any message carries an image part, else chat.
+func CapabilityOf(req any) (call.Capability, bool) {
+	switch r := req.(type) {
+	case *flexwayv1.CreateChatCompletionRequest:
+		return capabilityOf(r), true
+	case *flexwayv1.CreateEmbeddingRequest:
+		return call.Embeddings, true
+	}
+	return "", false
+}
+
 // capabilityOf returns what a chat request needs: vision when any message
 // carries an image part, else chat.
 func capabilityOf(req *flexwayv1.CreateChatCompletionRequest) call.Capability {
@@ -52,12 +65,16 @@ func (c *Core) CreateChatCompletion(ctx context.Context, req *flexwayv1.CreateCh
 			}
 			return nil, err
 		}
-		o := call.Outcome{Backend: name, ModelRequested: req.GetModel(), ModelServed: served.ModelSent}
+		o := call.Outcome{Backend: name, ModelRequested: req.GetModel(), ModelServed: served.ModelSent, Served: true}
 		if resp.GetModel() != "" {
 			o.ModelServed = resp.GetModel()
 		}
 		if u := resp.GetUsage(); u != nil {
 			o.InputTokens, o.OutputTokens = u.GetPromptTokens(), u.GetCompletionTokens()
+			o.UsageReported = true
+		}
+		for _, ch := range resp.GetChoices() {
+			o.OutputBytes += outputBytes(ch.GetMessage())
 		}
 		st.SetOutcome(o)
 		if i > 0 {
@@ -144,6 +161,10 @@ func (c *Core) relay(ss flexwayv1.ChatService_StreamChatCompletionServer, stream
 		if err := ss.Send(ch); err != nil {
 			return faults.Wrap(faults.Canceled, err, "the client went away")
 		}
+		o.Served = true
+		for _, choice := range ch.GetChoices() {
+			o.OutputBytes += outputBytes(choice.GetDelta())
+		}
 		return nil
 	}
 	for {
@@ -164,6 +185,7 @@ func (c *Core) relay(ss flexwayv1.ChatService_StreamChatCompletionServer, stream
 		}
 		if u := ch.GetUsage(); u != nil {
 			o.InputTokens, o.OutputTokens = u.GetPromptTokens(), u.GetCompletionTokens()
+			o.UsageReported = true
 			if !wantUsage {
 				if len(ch.GetChoices()) == 0 {
 					continue
@@ -184,6 +206,22 @@ func (c *Core) relay(ss flexwayv1.ChatService_StreamChatCompletionServer, stream
 			return sent, err
 		}
 	}
+}
+
+// outputBytes counts the output bytes of a message or delta: its text, its
+// text and refusal parts, and its other non-null fields' JSON (tool calls,
+// refusal, audio transcripts), which all become output tokens.
+func outputBytes(m *flexwayv1.ChatMessage) int64 {
+	n := int64(len(m.GetText()))
+	for _, p := range m.GetParts().GetParts() {
+		n += int64(len(p.GetText()))
+	}
+	for _, v := range m.GetExtraFields() {
+		if v != "null" {
+			n += int64(len(v))
+		}
+	}
+	return n
 }
 
 // hasContent reports whether a chunk carries anything beyond a role: text,

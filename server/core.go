@@ -80,10 +80,14 @@ func state(ctx context.Context) (*call.State, error) {
 	return st, nil
 }
 
-// plan returns the backends to try for the call.
+// plan returns the backends to try for the call: the plan the budget
+// interceptor priced the call at, else the routing table's.
 func (c *Core) plan(st *call.State, capability call.Capability) ([]string, error) {
+	if st.Plan != nil {
+		return st.Plan, nil
+	}
 	p, err := c.opts.Routes.Plan(routing.Request{
-		Tenant: st.Tenant, Agent: st.Agent, Capability: capability, Sensitive: st.Sensitive,
+		Tenant: st.Tenant, Agent: st.Agent, Capability: capability, Sensitive: st.Sensitive, Soft: st.Soft,
 	})
 	if err != nil {
 		return nil, err

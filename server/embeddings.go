@@ -41,7 +41,10 @@ func (c *Core) CreateEmbedding(ctx context.Context, req *flexwayv1.CreateEmbeddi
 		if resp.GetModel() != "" {
 			o.ModelServed = resp.GetModel()
 		}
-		o.InputTokens = resp.GetUsage().GetPromptTokens()
+		o.Served = true
+		if u := resp.GetUsage(); u != nil {
+			o.InputTokens, o.UsageReported = u.GetPromptTokens(), true
+		}
 		st.SetOutcome(o)
 		if i > 0 {
 			st.SetFallback()

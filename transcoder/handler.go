@@ -174,6 +174,19 @@ func authorized(w http.ResponseWriter, r *http.Request) bool {
 	return true
 }
 
+// admit asks Options.Admit, if any, whether the request may be read; on
+// refusal it has written the error.
+func (f *front) admit(w http.ResponseWriter, r *http.Request) bool {
+	if f.opts.Admit == nil {
+		return true
+	}
+	if err := f.opts.Admit(f.outgoing(r)); err != nil {
+		f.fail(w, r, err)
+		return false
+	}
+	return true
+}
+
 // copyHeaders writes the core's flexway-* response metadata as HTTP
 // headers (X-Request-Id is set by the front itself, see [withAccess]).
 func copyHeaders(w http.ResponseWriter, md metadata.MD) {
@@ -188,6 +201,9 @@ func copyHeaders(w http.ResponseWriter, md metadata.MD) {
 
 func (f *front) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	if !authorized(w, r) {
+		return
+	}
+	if !f.admit(w, r) {
 		return
 	}
 	body, fe := f.readBody(w, r)
@@ -219,6 +235,9 @@ func (f *front) chatCompletions(w http.ResponseWriter, r *http.Request) {
 
 func (f *front) createEmbedding(w http.ResponseWriter, r *http.Request) {
 	if !authorized(w, r) {
+		return
+	}
+	if !f.admit(w, r) {
 		return
 	}
 	body, fe := f.readBody(w, r)

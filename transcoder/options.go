@@ -27,6 +27,12 @@ type Options struct {
 	// metadata besides Authorization and X-Request-Id: the sensitivity
 	// header and the relays' identity headers. They never reach an upstream.
 	ForwardHeaders []string
+	// Admit, when set, is asked before a chat or embeddings request body
+	// is read, with the call's context (the forwarded headers as outgoing
+	// metadata); an error refuses the request at once, unread (a caller
+	// at a hard cap, an unknown key). The interceptor chain still checks
+	// everything once the body is in.
+	Admit func(ctx context.Context) error
 	// Ready reports whether the gateway takes traffic (GET /readyz); nil
 	// means always.
 	Ready func() error

@@ -88,7 +88,7 @@ func BenchmarkChatCompletionHandler(b *testing.B) {
 	}
 	// The same wiring serve runs, minus the listeners: build, then serve
 	// the gRPC core on the in-process channel only.
-	gw, err := build(cfg, slog.New(slog.DiscardHandler))
+	gw, err := build(cfg, slog.New(slog.DiscardHandler), nil)
 	if err != nil {
 		b.Fatal(err)
 	}

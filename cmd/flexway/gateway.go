@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/sha256"
 	"fmt"
 	"log/slog"
@@ -12,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -19,10 +21,12 @@ import (
 
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
 	"github.com/flexway/flexway/interceptors"
+	ibudget "github.com/flexway/flexway/interceptors/budget"
 	"github.com/flexway/flexway/interceptors/identity"
 	"github.com/flexway/flexway/server"
 	"github.com/flexway/flexway/server/backends"
 	"github.com/flexway/flexway/server/backends/openai"
+	"github.com/flexway/flexway/server/budget"
 	"github.com/flexway/flexway/server/call"
 	"github.com/flexway/flexway/server/config"
 	"github.com/flexway/flexway/server/routing"
@@ -49,17 +53,32 @@ type gateway struct {
 }
 
 // build wires a gateway from a loaded configuration: the same path for
-// serve and validate.
-func build(cfg *config.Config, log *slog.Logger) (*gateway, error) {
+// serve and validate. led, the budget ledger, is nil for validate, which
+// opens no store; the gateway then meters nothing.
+func build(cfg *config.Config, log *slog.Logger, led *budget.Ledger) (*gateway, error) {
 	bs, models, err := buildBackends(cfg)
 	if err != nil {
 		return nil, err
 	}
+	keys := newKeyring(cfg)
+	routes := routingTable(cfg)
+	var meter *ibudget.Meter
+	if led != nil {
+		meter = ibudget.New(ibudget.Config{
+			Ledger:                led,
+			Routes:                routes,
+			Prices:                prices(cfg),
+			ReserveOutputTokens:   cfg.AI.Budget.ReserveOutputTokens,
+			ReserveTokensPerImage: cfg.AI.Vision.ReserveTokensPerImage,
+			Logger:                log,
+		})
+	}
 	chain, err := interceptors.New(interceptors.Config{
-		Keys:            newKeyring(cfg),
+		Keys:            keys,
 		OperationNamer:  newOperationNamer(),
 		Sensitivity:     sensitivePolicy{cfg},
 		SensitiveHeader: cfg.AI.SensitiveHeader,
+		Budget:          meter,
 		Logger:          log,
 	})
 	if err != nil {
@@ -71,7 +90,7 @@ func build(cfg *config.Config, log *slog.Logger) (*gateway, error) {
 	core := server.New(server.Options{
 		Backends: bs,
 		Models:   models,
-		Routes:   routingTable(cfg),
+		Routes:   routes,
 		Logger:   log,
 	})
 	core.Register(gs)
@@ -86,7 +105,19 @@ func build(cfg *config.Config, log *slog.Logger) (*gateway, error) {
 		h := r.IdentityHeaders
 		forward = append(forward, h.Tenant, h.Agent, h.Sensitive)
 	}
+	var admit func(context.Context) error
+	if meter != nil {
+		admit = func(ctx context.Context) error {
+			md, _ := metadata.FromOutgoingContext(ctx)
+			id, err := identity.Identify(keys, md)
+			if err != nil {
+				return err
+			}
+			return meter.Admit(ctx, id.Tenant, id.Agent)
+		}
+	}
 	gw.http, err = transcoder.New(transcoder.Options{
+		Admit:          admit,
 		Conn:           local,
 		MaxBodyBytes:   int64(cfg.AI.Vision.MaxBodyBytes),
 		ForwardHeaders: forward,
@@ -150,6 +181,7 @@ func routingTable(cfg *config.Config) *routing.Table {
 	t := &routing.Table{
 		Default:          cfg.AI.Backend,
 		SensitiveBackend: cfg.AI.SensitiveBackend,
+		SoftBackend:      cfg.AI.Budget.SoftBackend,
 		Tenants:          map[string]routing.Tenant{},
 		Capabilities:     map[call.Capability]string{},
 		Backends:         map[string]routing.Backend{},

@@ -13,16 +13,6 @@ import (
 func notYetEnforced(cfg *config.Config) []string {
 	var out []string
 	add := func(path, what string) { out = append(out, path+": not yet in this build: "+what) }
-	caps := !cfg.AI.Budget.Default.IsZero()
-	for _, t := range cfg.AI.Tenants {
-		caps = caps || !t.Budget.IsZero()
-		for _, a := range t.Agents {
-			caps = caps || !a.Budget.IsZero()
-		}
-	}
-	if caps {
-		add("ai.budget", "budget caps are loaded but not enforced")
-	}
 	add("audit", "no audit line is written")
 	if cfg.Telemetry.PrometheusEnabled() || cfg.Telemetry.OTLPEndpoint != "" {
 		add("telemetry", "/metrics is not served")

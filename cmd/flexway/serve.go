@@ -40,7 +40,14 @@ func serve(ctx context.Context, path string, stdout, stderr io.Writer, ready lis
 		}
 		return err
 	}
-	gw, err := build(cfg, log)
+	led, err := openLedger(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	// Closed last, after every call committed: the embedded store is
+	// synced to disk on close.
+	defer led.Close()
+	gw, err := build(cfg, log, led)
 	if err != nil {
 		return err
 	}

@@ -26,7 +26,7 @@ func validate(path string, stdout io.Writer) error {
 		}
 		return errSilent
 	}
-	gw, err := build(cfg, slog.New(slog.DiscardHandler))
+	gw, err := build(cfg, slog.New(slog.DiscardHandler), nil)
 	if err != nil {
 		fmt.Fprintln(stdout, "error:", err)
 		return errSilent

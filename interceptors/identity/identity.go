@@ -92,29 +92,55 @@ func authenticate(ctx context.Context, keys Keyring, method string, o *options) 
 		Operation: o.namer(method),
 		Start:     time.Now(),
 	}
+	id, err := Identify(keys, md)
+	if err != nil {
+		return st, err
+	}
+	st.KeyName, st.Relay, st.Tenant, st.Agent, st.Sensitive = id.KeyName, id.Relay, id.Tenant, id.Agent, id.Sensitive
+	return st, nil
+}
+
+// Identity is who a call is from.
+type Identity struct {
+	// KeyName is the name of the API key or relay key used.
+	KeyName string
+	// Relay is the relay's key name when a trusted relay called, else "".
+	Relay string
+	// Tenant and Agent are the caller's; Agent may be empty.
+	Tenant, Agent string
+	// Sensitive is set when a relay passed its sensitivity header.
+	Sensitive bool
+}
+
+// Identify resolves the caller of a call carrying md (incoming gRPC
+// metadata, or the HTTP front's forwarded headers, lower-case keys): the
+// bearer key, and for a trusted relay the identity headers it passed. It
+// fails with faults.InvalidAPIKey when the key is missing or unknown, or a
+// relay passed no tenant.
+func Identify(keys Keyring, md metadata.MD) (Identity, error) {
 	token, ok := bearer(md)
 	if !ok {
-		return st, faults.New(faults.InvalidAPIKey, "missing API key: send Authorization: Bearer <key>")
+		return Identity{}, faults.New(faults.InvalidAPIKey, "missing API key: send Authorization: Bearer <key>")
 	}
 	key, ok := keys.Lookup(sha256.Sum256([]byte(token)))
 	if !ok {
-		return st, faults.New(faults.InvalidAPIKey, "invalid API key")
+		return Identity{}, faults.New(faults.InvalidAPIKey, "invalid API key")
 	}
-	st.KeyName = key.Name
+	id := Identity{KeyName: key.Name}
 	if key.Relay == nil {
-		st.Tenant, st.Agent = key.Tenant, key.Agent
-		return st, nil
+		id.Tenant, id.Agent = key.Tenant, key.Agent
+		return id, nil
 	}
-	st.Relay = key.Name
-	st.Tenant = first(md, key.Relay.Tenant)
-	if st.Tenant == "" {
-		return st, faults.New(faults.InvalidAPIKey, "relay %q passed no tenant", key.Name)
+	id.Relay = key.Name
+	id.Tenant = first(md, key.Relay.Tenant)
+	if id.Tenant == "" {
+		return id, faults.New(faults.InvalidAPIKey, "relay %q passed no tenant", key.Name)
 	}
-	st.Agent = first(md, key.Relay.Agent)
+	id.Agent = first(md, key.Relay.Agent)
 	if key.Relay.Sensitive != "" && call.SensitiveValue(md.Get(key.Relay.Sensitive)) {
-		st.Sensitive = true
+		id.Sensitive = true
 	}
-	return st, nil
+	return id, nil
 }
 
 // bearer returns the token of "authorization: Bearer <token>".

@@ -42,6 +42,12 @@ type State struct {
 	// Sensitive is set when the call must stay on internal backends; it
 	// only ever goes from false to true.
 	Sensitive bool
+	// Plan, when set (by the budget interceptor, which prices the call at
+	// its first backend), is the ordered list of backends the service
+	// tries; nil lets the service plan the call itself.
+	Plan []string
+	// Soft is set when the caller is at or past the soft mark of a cap.
+	Soft bool
 
 	mu       sync.Mutex
 	outcome  Outcome
@@ -60,6 +66,15 @@ type Outcome struct {
 	InputTokens, OutputTokens int64
 	// UsageEstimated is set when usage was estimated, not reported.
 	UsageEstimated bool
+	// Served is set when an upstream's answer reached the caller: a
+	// unary response, or at least one streamed chunk. A call not served
+	// is never charged.
+	Served bool
+	// UsageReported is set when the upstream reported the usage above.
+	UsageReported bool
+	// OutputBytes counts the bytes of output relayed (content, refusal
+	// and tool call text), for an estimate when no usage was reported.
+	OutputBytes int64
 }
 
 // SetOutcome records the outcome; later calls replace it.

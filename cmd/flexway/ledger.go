@@ -1,0 +1,77 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/flexway/flexway/server/budget"
+	"github.com/flexway/flexway/server/config"
+)
+
+// ledgerClock, when set by a test, is the ledger's clock.
+var ledgerClock func() time.Time
+
+// openLedger opens ai.budget.store and returns the ledger over it with the
+// configured caps. The embedded store is a file only one process may hold;
+// the Redis store must be reachable (its marker is checked per call, so a
+// gateway starts against a Redis that is not initialised yet and refuses
+// metered calls until `flexway ledger init`).
+func openLedger(ctx context.Context, cfg *config.Config) (*budget.Ledger, error) {
+	p, err := ledgerPolicy(cfg)
+	if err != nil {
+		return nil, err
+	}
+	var store budget.Store
+	switch s := cfg.AI.Budget.Store; s.Type {
+	case config.StoreRedis:
+		store, err = budget.OpenRedis(ctx, s.URL)
+	default:
+		store, err = budget.OpenEmbedded(s.Path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("ai.budget.store: %w", err)
+	}
+	return budget.New(p, store, budget.Options{Now: ledgerClock}), nil
+}
+
+// ledgerPolicy is the caps part of cfg.
+func ledgerPolicy(cfg *config.Config) (budget.Policy, error) {
+	b := cfg.AI.Budget
+	loc, err := b.Location()
+	if err != nil {
+		return budget.Policy{}, fmt.Errorf("ai.budget.timezone: %w", err)
+	}
+	p := budget.Policy{
+		Default:  limits(b.Default),
+		Tenants:  map[string]budget.TenantPolicy{},
+		Soft:     b.Soft,
+		Location: loc,
+	}
+	for name, t := range cfg.AI.Tenants {
+		tp := budget.TenantPolicy{Limits: limits(t.Budget), Agents: map[string]budget.Limits{}}
+		for a, ac := range t.Agents {
+			tp.Agents[a] = limits(ac.Budget)
+		}
+		p.Tenants[name] = tp
+	}
+	return p, nil
+}
+
+// limits converts configured caps (euros) to the ledger's (nano-euros).
+func limits(c config.Caps) budget.Limits {
+	l := budget.Limits{TokensPerDay: c.TokensPerDay, TokensPerMonth: c.TokensPerMonth}
+	if nano, ok := c.NanoEURPerMonth(); ok {
+		l.NanoEURPerMonth = &nano
+	}
+	return l
+}
+
+// prices returns every backend's price in nano-euros per million tokens.
+func prices(cfg *config.Config) map[string]budget.Price {
+	ps := make(map[string]budget.Price, len(cfg.AI.Backends))
+	for name, b := range cfg.AI.Backends {
+		ps[name] = budget.Price{Input: b.Price.InputNanoEURPerMTok(), Output: b.Price.OutputNanoEURPerMTok()}
+	}
+	return ps
+}

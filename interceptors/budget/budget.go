@@ -1,0 +1,324 @@
+// Package budget is the budget interceptor: it holds every chat and
+// embeddings call to its tenant's and agent's caps (DESIGN.md, "Budget
+// ledger").
+//
+// Before the service runs it reads the caller's state in the ledger (a
+// caller at a hard cap is refused with RESOURCE_EXHAUSTED, ErrorInfo reason
+// budget_exceeded and retry_after_seconds; one past a soft mark gets header
+// metadata "flexway-budget: soft" and is planned on ai.budget.soft_backend),
+// plans the call (server/routing), and reserves its estimate priced at the
+// planned backend against every cap at once. After the service returns, it
+// commits the reported usage at the price of the backend that served, an
+// estimate marked usage_estimated when an answer was served without usage
+// (a stream cut after output began), or releases the reservation when
+// nothing was served: a failing backend never drains a budget.
+//
+// Other messages (gRPC health, reflection, proxied frames) pass unmetered.
+package budget
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+
+	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
+	"github.com/flexway/flexway/server"
+	ledger "github.com/flexway/flexway/server/budget"
+	"github.com/flexway/flexway/server/call"
+	"github.com/flexway/flexway/server/faults"
+	"github.com/flexway/flexway/server/routing"
+)
+
+// HeaderBudget is the header metadata key set to "soft" on a call whose
+// caller is at or past the soft mark of a cap; the HTTP front writes it as
+// Flexway-Budget.
+const HeaderBudget = "flexway-budget"
+
+// Config is what the interceptor needs.
+type Config struct {
+	// Ledger holds the caps and the usage. Required.
+	Ledger *ledger.Ledger
+	// Routes plans each call (with the caller's soft state). Required.
+	Routes *routing.Table
+	// Prices are each backend's prices, by backend name; a backend absent
+	// here costs nothing.
+	Prices map[string]ledger.Price
+	// ReserveOutputTokens is reserved for output, per choice, when a
+	// request sets neither max_completion_tokens nor max_tokens
+	// (ai.budget.reserve_output_tokens).
+	ReserveOutputTokens int64
+	// ReserveTokensPerImage is reserved per image part
+	// (ai.vision.reserve_tokens_per_image).
+	ReserveTokensPerImage int64
+	// Logger receives a line when a served call could not be committed
+	// (amounts and ids, never content); nil discards.
+	Logger *slog.Logger
+}
+
+// Meter is the interceptor; build it with [New].
+type Meter struct {
+	cfg Config
+	log *slog.Logger
+}
+
+// New returns the interceptor for cfg.
+func New(cfg Config) *Meter {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Meter{cfg: cfg, log: log}
+}
+
+// Estimate is what a request is expected to cost, in tokens, before it is
+// served.
+type Estimate struct {
+	// Input is the estimated prompt: text bytes / 3, rounded up, plus 4
+	// tokens per message and 3 for the reply's priming, plus
+	// ReserveTokensPerImage per image; for embeddings, the token ids
+	// given, or text bytes / 3.
+	Input int64
+	// Output is max_completion_tokens, else max_tokens, else
+	// ReserveOutputTokens, times n; 0 for embeddings.
+	Output int64
+}
+
+// TokensForBytes is the token estimate of n bytes of text: one token per 3
+// bytes, rounded up. English averages about 4 bytes a token and most other
+// scripts fewer, so the estimate errs on the side of reserving more.
+func TokensForBytes(n int64) int64 { return (n + 2) / 3 }
+
+// Estimate returns the estimate of a chat or embeddings request, and false
+// for any other message.
+func (m *Meter) Estimate(req any) (Estimate, bool) {
+	switch r := req.(type) {
+	case *flexwayv1.CreateChatCompletionRequest:
+		var textBytes, images int64
+		for _, msg := range r.GetMessages() {
+			textBytes += int64(len(msg.GetRole()) + len(msg.GetText()) + len(msg.GetName()))
+			for _, p := range msg.GetParts().GetParts() {
+				if p.GetType() == "image_url" {
+					images++
+					continue
+				}
+				textBytes += int64(len(p.GetText()))
+			}
+			textBytes += extraBytes(msg.GetExtraFields())
+		}
+		// Tools, response formats and other request fields the model reads.
+		textBytes += extraBytes(r.GetExtraFields())
+		e := Estimate{Input: TokensForBytes(textBytes) + 4*int64(len(r.GetMessages())) + 3 + images*m.cfg.ReserveTokensPerImage}
+		switch {
+		case r.MaxCompletionTokens != nil:
+			e.Output = r.GetMaxCompletionTokens()
+		case r.MaxTokens != nil:
+			e.Output = r.GetMaxTokens()
+		default:
+			e.Output = m.cfg.ReserveOutputTokens
+		}
+		if n := int64(r.GetN()); n > 1 {
+			e.Output *= n
+		}
+		return e, true
+	case *flexwayv1.CreateEmbeddingRequest:
+		in := r.GetInput()
+		var e Estimate
+		switch {
+		case in.GetTokens() != nil:
+			e.Input = int64(len(in.GetTokens().GetValues()))
+		case in.GetTokenArrays() != nil:
+			for _, a := range in.GetTokenArrays().GetValues() {
+				e.Input += int64(len(a.GetValues()))
+			}
+		case in.GetTexts() != nil:
+			for _, t := range in.GetTexts().GetValues() {
+				e.Input += TokensForBytes(int64(len(t)))
+			}
+		default:
+			e.Input = TokensForBytes(int64(len(in.GetText())))
+		}
+		return e, true
+	}
+	return Estimate{}, false
+}
+
+// extraBytes sums the JSON of the non-null fields Flexway carries without
+// reading them.
+func extraBytes(extra map[string]string) int64 {
+	var n int64
+	for _, v := range extra {
+		if v != "null" {
+			n += int64(len(v))
+		}
+	}
+	return n
+}
+
+// Admit is the check made before a request body is read: it refuses a
+// caller already at a hard cap (budget_exceeded with Retry-After) and
+// fails when the ledger is unavailable. It reserves nothing.
+func (m *Meter) Admit(ctx context.Context, tenant, agent string) error {
+	s, err := m.cfg.Ledger.Check(ctx, ledger.Account{Tenant: tenant, Agent: agent})
+	return refusal(s, err)
+}
+
+// UnaryServerInterceptor meters unary chat and embeddings calls.
+func (m *Meter) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		st := call.FromContext(ctx)
+		est, ok := m.Estimate(req)
+		if !ok || st == nil {
+			return handler(ctx, req)
+		}
+		res, err := m.admit(ctx, st, req, est, func(md metadata.MD) { _ = grpc.SetHeader(ctx, md) })
+		if err != nil {
+			return nil, err
+		}
+		resp, err := handler(ctx, req)
+		m.settle(ctx, st, res, est)
+		return resp, err
+	}
+}
+
+// StreamServerInterceptor meters streamed chat calls: the reservation is
+// made when the service receives the request, and settled when the call
+// ends.
+func (m *Meter) StreamServerInterceptor() grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		st := call.FromContext(ss.Context())
+		if st == nil {
+			return handler(srv, ss)
+		}
+		ms := &stream{ServerStream: ss, m: m, st: st}
+		err := handler(srv, ms)
+		if ms.res != nil {
+			m.settle(ss.Context(), st, ms.res, ms.est)
+		}
+		return err
+	}
+}
+
+// stream reserves when its request is received.
+type stream struct {
+	grpc.ServerStream
+	m   *Meter
+	st  *call.State
+	res *ledger.Reservation
+	est Estimate
+}
+
+func (s *stream) RecvMsg(msg any) error {
+	if err := s.ServerStream.RecvMsg(msg); err != nil {
+		return err
+	}
+	est, ok := s.m.Estimate(msg)
+	if !ok || s.res != nil {
+		return nil
+	}
+	res, err := s.m.admit(s.Context(), s.st, msg, est, func(md metadata.MD) { _ = s.ServerStream.SetHeader(md) })
+	if err != nil {
+		return err
+	}
+	s.res, s.est = res, est
+	return nil
+}
+
+// admit checks the caller's caps, plans the call into st.Plan, and
+// reserves est priced at the planned backend.
+func (m *Meter) admit(ctx context.Context, st *call.State, req any, est Estimate, setHeader func(metadata.MD)) (*ledger.Reservation, error) {
+	acct := ledger.Account{Tenant: st.Tenant, Agent: st.Agent}
+	s, err := m.cfg.Ledger.Check(ctx, acct)
+	if err := refusal(s, err); err != nil {
+		return nil, err
+	}
+	capability, _ := server.CapabilityOf(req)
+	plan, err := m.cfg.Routes.Plan(routing.Request{
+		Tenant: st.Tenant, Agent: st.Agent, Capability: capability, Sensitive: st.Sensitive, Soft: s.Soft,
+	})
+	if err != nil {
+		return nil, err
+	}
+	st.Plan, st.Soft = plan.Backends, s.Soft
+	if s.Soft {
+		setHeader(metadata.Pairs(HeaderBudget, "soft"))
+	}
+	price := m.cfg.Prices[plan.Backends[0]]
+	res, err := m.cfg.Ledger.Reserve(ctx, acct, ledger.Amount{
+		Tokens:  saturatingAdd(est.Input, est.Output),
+		NanoEUR: price.Cost(est.Input, est.Output),
+	})
+	if err != nil {
+		return nil, refusal(ledger.State{}, err)
+	}
+	return res, nil
+}
+
+// settle commits what the call used, or releases the reservation when
+// nothing was served. The outcome is updated with the charged usage when
+// it was estimated.
+func (m *Meter) settle(ctx context.Context, st *call.State, res *ledger.Reservation, est Estimate) {
+	o := st.Outcome()
+	if !o.Served {
+		if err := m.cfg.Ledger.Release(ctx, res); err != nil {
+			m.log.WarnContext(ctx, "budget reservation not released; it expires at its deadline",
+				"request_id", st.RequestID, "tenant", st.Tenant, "agent", st.Agent, "error", err.Error())
+		}
+		return
+	}
+	if !o.UsageReported {
+		o.InputTokens, o.OutputTokens = est.Input, TokensForBytes(o.OutputBytes)
+		o.UsageEstimated = true
+		st.SetOutcome(o)
+	}
+	price := m.cfg.Prices[o.Backend]
+	actual := ledger.Amount{
+		Tokens:  saturatingAdd(o.InputTokens, o.OutputTokens),
+		NanoEUR: price.Cost(o.InputTokens, o.OutputTokens),
+	}
+	if err := m.cfg.Ledger.Commit(ctx, res, actual); err != nil {
+		m.log.ErrorContext(ctx, "served call not committed to the budget ledger",
+			"request_id", st.RequestID, "tenant", st.Tenant, "agent", st.Agent, "backend", o.Backend,
+			"tokens", actual.Tokens, "nano_eur", actual.NanoEUR, "error", err.Error())
+	}
+}
+
+// refusal turns a ledger state or error into the call's error: nil when
+// the call may go on.
+func refusal(s ledger.State, err error) error {
+	var ex *ledger.ExceededError
+	switch {
+	case err == nil && s.Exceeded == nil:
+		return nil
+	case errors.As(err, &ex):
+	case err != nil:
+		return faults.Wrap(faults.Unavailable, err, "the budget ledger is unavailable: metered calls are refused until it is back")
+	default:
+		ex = s.Exceeded
+	}
+	return &faults.Error{
+		Reason:            faults.BudgetExceeded,
+		Message:           ex.Error(),
+		RetryAfterSeconds: retryAfterSeconds(ex.RetryAfter),
+	}
+}
+
+// retryAfterSeconds rounds d up to whole seconds, at least 1.
+func retryAfterSeconds(d time.Duration) int64 {
+	s := int64(math.Ceil(d.Seconds()))
+	if s < 1 {
+		return 1
+	}
+	return s
+}
+
+func saturatingAdd(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}
