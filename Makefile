@@ -9,13 +9,14 @@ BUF_VERSION              := v1.75.0
 PROTOC_GEN_GO_VERSION    := v1.36.12
 PROTOC_GEN_GRPC_VERSION  := v1.6.2
 GRPCURL_VERSION          := v1.9.4
+GRPC_GATEWAY_VERSION     := v2.33.0
 
 .PHONY: all tools generate check-generated lint-proto build run test test-short bench fuzz clean
 
 all: build
 
 # Code generators and grpcurl, pinned, into the repo-local .bin/ (git-ignored).
-tools: $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc
+tools: $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/protoc-gen-grpc-gateway
 
 $(BIN)/buf:
 	GOBIN=$(BIN) $(GO) install github.com/bufbuild/buf/cmd/buf@$(BUF_VERSION)
@@ -23,6 +24,8 @@ $(BIN)/protoc-gen-go:
 	GOBIN=$(BIN) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
 $(BIN)/protoc-gen-go-grpc:
 	GOBIN=$(BIN) $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GRPC_VERSION)
+$(BIN)/protoc-gen-grpc-gateway:
+	GOBIN=$(BIN) $(GO) install github.com/grpc-ecosystem/grpc-gateway/v2/protoc-gen-grpc-gateway@$(GRPC_GATEWAY_VERSION)
 $(BIN)/grpcurl:
 	GOBIN=$(BIN) $(GO) install github.com/fullstorydev/grpcurl/cmd/grpcurl@$(GRPCURL_VERSION)
 

@@ -2,6 +2,7 @@ package interceptors
 
 import (
 	"context"
+	"crypto/sha256"
 	"log/slog"
 	"strings"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/flexway/flexway/interceptors/identity"
 	"github.com/flexway/flexway/interceptors/sensitivity"
 	"github.com/flexway/flexway/interceptors/validate"
+	"github.com/flexway/flexway/server/admin"
 	"github.com/flexway/flexway/server/faults"
 )
 
@@ -32,6 +34,9 @@ type Config struct {
 	Validator protovalidate.Validator
 	// Budget meters chat and embeddings calls; nil meters nothing.
 	Budget *budget.Meter
+	// AdminKeySum is the SHA-256 of server.admin_key; nil turns the admin
+	// service away.
+	AdminKeySum *[sha256.Size]byte
 	// Logger receives recovered panics; nil discards.
 	Logger *slog.Logger
 }
@@ -41,11 +46,13 @@ type Config struct {
 // call passes the same interceptors. Calls pass them as an onion,
 // outermost first:
 //
-//	recovery → identity → sensitivity → validate → budget → service
-//	   ↑_________________________________________________________|  (responses return outward)
+//	recovery → admin → identity → sensitivity → validate → budget → service
+//	   ↑_________________________________________________________________|  (responses return outward)
 //
 // Validation comes before the budget so that an invalid request reserves
-// nothing.
+// nothing. The admin interceptor checks the admin key on the admin
+// service's calls and lets every other call through; the admin service
+// skips the tenant interceptors.
 //
 // Health checks and reflection (grpc.health.v1, grpc.reflection.*) skip
 // identity and validation: they carry no tenant's traffic.
@@ -95,13 +102,16 @@ func New(c Config) (*Chain, error) {
 		unary = append(unary, c.Budget.UnaryServerInterceptor())
 		stream = append(stream, c.Budget.StreamServerInterceptor())
 	}
+	adminUnary, adminStream := admin.Authorize(c.AdminKeySum)
 	return &Chain{
 		Unary: []grpc.UnaryServerInterceptor{
 			recovery.UnaryServerInterceptor(rec),
+			adminUnary,
 			selector.UnaryServerInterceptor(composeUnary(unary...), guarded),
 		},
 		Stream: []grpc.StreamServerInterceptor{
 			recovery.StreamServerInterceptor(rec),
+			adminStream,
 			selector.StreamServerInterceptor(composeStream(stream...), guarded),
 		},
 	}, nil
@@ -144,7 +154,9 @@ func composeStream(ints ...grpc.StreamServerInterceptor) grpc.StreamServerInterc
 	}
 }
 
-// exempt reports whether a method skips identity: health and reflection.
+// exempt reports whether a method skips the tenant interceptors: health,
+// reflection and the admin service (which has its own key).
 func exempt(fullMethod string) bool {
-	return strings.HasPrefix(fullMethod, "/grpc.health.v1.") || strings.HasPrefix(fullMethod, "/grpc.reflection.")
+	return strings.HasPrefix(fullMethod, "/grpc.health.v1.") || strings.HasPrefix(fullMethod, "/grpc.reflection.") ||
+		strings.HasPrefix(fullMethod, admin.ServicePrefix)
 }

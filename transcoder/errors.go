@@ -100,11 +100,27 @@ type Problem struct {
 	Detail string `json:"detail,omitempty"`
 	// Instance is the request path.
 	Instance string `json:"instance,omitempty"`
+	// Code, an extension member, is Flexway's reason (invalid_api_key,
+	// not_found, ...) when the core refused the request.
+	Code string `json:"code,omitempty"`
 }
 
 // WriteProblem writes an RFC 9457 `application/problem+json` response.
 func WriteProblem(w http.ResponseWriter, r *http.Request, statusCode int, detail string) {
-	p := Problem{Type: "about:blank", Title: http.StatusText(statusCode), Status: statusCode, Detail: detail}
+	writeProblem(w, r, Problem{Type: "about:blank", Title: http.StatusText(statusCode), Status: statusCode, Detail: detail})
+}
+
+// writeFaultProblem writes fe as problem details, its reason as code.
+func writeFaultProblem(w http.ResponseWriter, r *http.Request, fe *faults.Error) {
+	status := fe.HTTPStatus()
+	if fe.RetryAfterSeconds > 0 {
+		w.Header().Set("Retry-After", strconv.FormatInt(fe.RetryAfterSeconds, 10))
+	}
+	writeProblem(w, r, Problem{Type: "about:blank", Title: http.StatusText(status), Status: status, Detail: fe.Error(), Code: string(fe.Reason)})
+}
+
+func writeProblem(w http.ResponseWriter, r *http.Request, p Problem) {
+	statusCode := p.Status
 	if r != nil {
 		p.Instance = r.URL.Path
 	}

@@ -24,6 +24,7 @@ import (
 	ibudget "github.com/flexway/flexway/interceptors/budget"
 	"github.com/flexway/flexway/interceptors/identity"
 	"github.com/flexway/flexway/server"
+	"github.com/flexway/flexway/server/admin"
 	"github.com/flexway/flexway/server/backends"
 	"github.com/flexway/flexway/server/backends/openai"
 	"github.com/flexway/flexway/server/budget"
@@ -62,6 +63,7 @@ func build(cfg *config.Config, log *slog.Logger, led *budget.Ledger) (*gateway, 
 	}
 	keys := newKeyring(cfg)
 	routes := routingTable(cfg)
+	accts := newAccounts(cfg)
 	var meter *ibudget.Meter
 	if led != nil {
 		meter = ibudget.New(ibudget.Config{
@@ -70,8 +72,18 @@ func build(cfg *config.Config, log *slog.Logger, led *budget.Ledger) (*gateway, 
 			Prices:                prices(cfg),
 			ReserveOutputTokens:   cfg.AI.Budget.ReserveOutputTokens,
 			ReserveTokensPerImage: cfg.AI.Vision.ReserveTokensPerImage,
+			Known:                 accts.Known,
 			Logger:                log,
 		})
+	}
+	var adminSum *[sha256.Size]byte
+	if !cfg.Server.AdminKey.IsZero() {
+		v, err := cfg.Server.AdminKey.Resolve()
+		if err != nil {
+			return nil, fmt.Errorf("server.admin_key: %w", err)
+		}
+		sum := sha256.Sum256([]byte(v))
+		adminSum = &sum
 	}
 	chain, err := interceptors.New(interceptors.Config{
 		Keys:            keys,
@@ -79,6 +91,7 @@ func build(cfg *config.Config, log *slog.Logger, led *budget.Ledger) (*gateway, 
 		Sensitivity:     sensitivePolicy{cfg},
 		SensitiveHeader: cfg.AI.SensitiveHeader,
 		Budget:          meter,
+		AdminKeySum:     adminSum,
 		Logger:          log,
 	})
 	if err != nil {
@@ -95,6 +108,11 @@ func build(cfg *config.Config, log *slog.Logger, led *budget.Ledger) (*gateway, 
 	})
 	core.Register(gs)
 	core.Register(local)
+	if led != nil {
+		as := admin.New(led, accts)
+		flexwayv1.RegisterAdminServiceServer(gs, as)
+		flexwayv1.RegisterAdminServiceServer(local, as)
+	}
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
 	reflection.Register(gs)
@@ -116,7 +134,12 @@ func build(cfg *config.Config, log *slog.Logger, led *budget.Ledger) (*gateway, 
 			return meter.Admit(ctx, id.Tenant, id.Agent)
 		}
 	}
+	adminHTTP, err := transcoder.NewAdmin(local)
+	if err != nil {
+		return nil, err
+	}
 	gw.http, err = transcoder.New(transcoder.Options{
+		Fallback:       adminHTTP,
 		Admit:          admit,
 		Conn:           local,
 		MaxBodyBytes:   int64(cfg.AI.Vision.MaxBodyBytes),
@@ -217,6 +240,38 @@ func (p sensitivePolicy) Sensitive(tenant, agent string) bool {
 		return false
 	}
 	return t.Sensitive || (agent != "" && t.Agents[agent].Sensitive)
+}
+
+// accounts are the tenants and agents that exist: declared in ai.tenants,
+// or named by an API key.
+type accounts map[string]map[string]bool // tenant → its agents
+
+func newAccounts(cfg *config.Config) accounts {
+	a := accounts{}
+	add := func(tenant, agent string) {
+		if a[tenant] == nil {
+			a[tenant] = map[string]bool{}
+		}
+		if agent != "" {
+			a[tenant][agent] = true
+		}
+	}
+	for name, t := range cfg.AI.Tenants {
+		add(name, "")
+		for agent := range t.Agents {
+			add(name, agent)
+		}
+	}
+	for _, k := range cfg.Identity.APIKeys {
+		add(k.Tenant, k.Agent)
+	}
+	return a
+}
+
+// Known implements [admin.Accounts.Known].
+func (a accounts) Known(tenant, agent string) bool {
+	agents, ok := a[tenant]
+	return ok && (agent == "" || agents[agent])
 }
 
 // keyring resolves API keys and relay keys by their SHA-256.

@@ -18,7 +18,7 @@ func notYetEnforced(cfg *config.Config) []string {
 		add("telemetry", "/metrics is not served")
 	}
 	if !cfg.Server.AdminKey.IsZero() {
-		add("server.admin_key", "the admin REST and the console are not served")
+		add("server.admin_key", "the console (/console) is not served; the admin REST is")
 	}
 	if len(cfg.AI.Vision.AllowedOrigins) > 0 {
 		add("ai.vision", "image size limits and allowed_origins are not checked")

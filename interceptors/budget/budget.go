@@ -55,6 +55,10 @@ type Config struct {
 	// ReserveTokensPerImage is reserved per image part
 	// (ai.vision.reserve_tokens_per_image).
 	ReserveTokensPerImage int64
+	// Known, when set, says whether a tenant (agent "") or an agent
+	// exists; a call from an unknown one (a relay may pass any name) is
+	// refused: no budget can be charged to it.
+	Known func(tenant, agent string) bool
 	// Logger receives a line when a served call could not be committed
 	// (amounts and ids, never content); nil discards.
 	Logger *slog.Logger
@@ -232,6 +236,9 @@ func (s *stream) RecvMsg(msg any) error {
 // reserves est priced at the planned backend.
 func (m *Meter) admit(ctx context.Context, st *call.State, req any, est Estimate, setHeader func(metadata.MD)) (*ledger.Reservation, error) {
 	acct := ledger.Account{Tenant: st.Tenant, Agent: st.Agent}
+	if k := m.cfg.Known; k != nil && (!k(st.Tenant, "") || (st.Agent != "" && !k(st.Tenant, st.Agent))) {
+		return nil, faults.New(faults.InvalidAPIKey, "tenant %q or its agent %q is not declared here: no budget can be charged", st.Tenant, st.Agent)
+	}
 	s, err := m.cfg.Ledger.Check(ctx, acct)
 	if err := refusal(s, err); err != nil {
 		return nil, err

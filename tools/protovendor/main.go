@@ -1,6 +1,7 @@
 // Command protovendor prints the .proto sources that Flexway imports but
 // cannot fetch from the Buf Schema Registry (unreachable offline) from the
-// descriptors that Go modules register, into third_party/.
+// descriptors that Go modules register, into third_party/: protovalidate's
+// constraints and googleapis' HTTP annotations (for grpc-gateway).
 //
 // Run it from the repository root when protovalidate is bumped:
 //
@@ -14,13 +15,14 @@ import (
 	"path/filepath"
 
 	_ "buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
+	_ "google.golang.org/genproto/googleapis/api/annotations"
 	"github.com/jhump/protoreflect/desc"
 	"github.com/jhump/protoreflect/desc/protoprint"
 	"google.golang.org/protobuf/reflect/protoregistry"
 )
 
 // files lists the vendored .proto files, by import path.
-var files = []string{"buf/validate/validate.proto"}
+var files = []string{"buf/validate/validate.proto", "google/api/annotations.proto", "google/api/http.proto"}
 
 func main() {
 	out := flag.String("out", "third_party", "directory to write the .proto files into")

@@ -1,0 +1,121 @@
+// Package admin implements flexway.v1.AdminService, the operator API: the
+// budget state of tenants and agents, read from the ledger. Authentication
+// (server.admin_key) is the admin interceptor's ([Authorize]); this
+// package answers.
+package admin
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"strings"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+
+	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
+	"github.com/flexway/flexway/server/budget"
+	"github.com/flexway/flexway/server/faults"
+)
+
+// ServicePrefix is the full-method prefix of the admin service's methods.
+const ServicePrefix = "/flexway.v1.AdminService/"
+
+// Accounts says which tenants and agents exist: declared in ai.tenants or
+// named by an API key.
+type Accounts interface {
+	// Known reports whether the tenant (agent "") or the tenant's agent
+	// exists.
+	Known(tenant, agent string) bool
+}
+
+// Service implements [flexwayv1.AdminServiceServer].
+type Service struct {
+	flexwayv1.UnimplementedAdminServiceServer
+	ledger   *budget.Ledger
+	accounts Accounts
+}
+
+// New returns the admin service over the ledger.
+func New(l *budget.Ledger, accounts Accounts) *Service {
+	return &Service{ledger: l, accounts: accounts}
+}
+
+// GetTenantUsage implements [flexwayv1.AdminServiceServer.GetTenantUsage].
+// An unknown tenant is NOT_FOUND; a ledger that cannot be read is
+// UNAVAILABLE.
+func (s *Service) GetTenantUsage(ctx context.Context, req *flexwayv1.GetTenantUsageRequest) (*flexwayv1.BudgetUsage, error) {
+	return s.usage(ctx, budget.Account{Tenant: req.GetTenant()})
+}
+
+// GetAgentUsage implements [flexwayv1.AdminServiceServer.GetAgentUsage].
+func (s *Service) GetAgentUsage(ctx context.Context, req *flexwayv1.GetAgentUsageRequest) (*flexwayv1.BudgetUsage, error) {
+	return s.usage(ctx, budget.Account{Tenant: req.GetTenant(), Agent: req.GetAgent()})
+}
+
+func (s *Service) usage(ctx context.Context, a budget.Account) (*flexwayv1.BudgetUsage, error) {
+	if !s.accounts.Known(a.Tenant, a.Agent) {
+		if a.Agent != "" {
+			return nil, faults.New(faults.NotFound, "tenant %q has no agent %q", a.Tenant, a.Agent)
+		}
+		return nil, faults.New(faults.NotFound, "no tenant %q: it is neither in ai.tenants nor named by an API key", a.Tenant)
+	}
+	caps, err := s.ledger.Usage(ctx, a)
+	if err != nil {
+		if errors.Is(err, budget.ErrUnavailable) {
+			return nil, faults.Wrap(faults.Unavailable, err, "the budget ledger is unavailable")
+		}
+		return nil, faults.Wrap(faults.Internal, err, "the budget ledger could not be read")
+	}
+	out := &flexwayv1.BudgetUsage{Tenant: a.Tenant, Agent: a.Agent}
+	for _, c := range caps {
+		out.Caps = append(out.Caps, &flexwayv1.CapUsage{
+			Cap: string(c.Cap), Period: c.Period, Unit: string(c.Unit),
+			Limit: c.Limit, Committed: c.Committed, Reserved: c.Reserved, Remaining: c.Remaining, Soft: c.Soft,
+		})
+	}
+	return out, nil
+}
+
+// Authorize returns the admin interceptors: calls to the admin service
+// need "authorization: Bearer <key>" with the admin key, compared in
+// constant time; with no admin key configured (keySum nil) every admin call
+// is refused. Other methods pass untouched.
+func Authorize(keySum *[sha256.Size]byte) (grpc.UnaryServerInterceptor, grpc.StreamServerInterceptor) {
+	check := func(ctx context.Context, method string) error {
+		if !strings.HasPrefix(method, ServicePrefix) {
+			return nil
+		}
+		if keySum == nil {
+			return faults.New(faults.InvalidAPIKey, "the admin API is off: set server.admin_key to use it")
+		}
+		md, _ := metadata.FromIncomingContext(ctx)
+		var v string
+		if vs := md.Get("authorization"); len(vs) > 0 {
+			v = vs[0]
+		}
+		scheme, token, ok := strings.Cut(v, " ")
+		if !ok || !strings.EqualFold(scheme, "bearer") || strings.TrimSpace(token) == "" {
+			return faults.New(faults.InvalidAPIKey, "missing admin key: send Authorization: Bearer <server.admin_key>")
+		}
+		sum := sha256.Sum256([]byte(strings.TrimSpace(token)))
+		if subtle.ConstantTimeCompare(sum[:], keySum[:]) != 1 {
+			return faults.New(faults.InvalidAPIKey, "invalid admin key")
+		}
+		return nil
+	}
+	unary := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		if err := check(ctx, info.FullMethod); err != nil {
+			return nil, err
+		}
+		return handler(ctx, req)
+	}
+	stream := func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		if err := check(ss.Context(), info.FullMethod); err != nil {
+			return err
+		}
+		return handler(srv, ss)
+	}
+	return unary, stream
+}
