@@ -181,10 +181,21 @@ func (f *front) admit(w http.ResponseWriter, r *http.Request) bool {
 		return true
 	}
 	if err := f.opts.Admit(f.outgoing(r)); err != nil {
+		closeUnread(w, r)
 		f.fail(w, r, err)
 		return false
 	}
 	return true
+}
+
+// closeUnread marks the answer to a request whose body was not read as the
+// connection's last: net/http then answers at once instead of first
+// reading (up to 256 KiB of) a body nobody will use, which a caller that
+// sends slowly would make wait.
+func closeUnread(w http.ResponseWriter, r *http.Request) {
+	if r.ContentLength != 0 {
+		w.Header().Set("Connection", "close")
+	}
 }
 
 // copyHeaders writes the core's flexway-* response metadata as HTTP

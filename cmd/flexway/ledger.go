@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/flexway/flexway/server/budget"
@@ -74,4 +75,37 @@ func prices(cfg *config.Config) map[string]budget.Price {
 		ps[name] = budget.Price{Input: b.Price.InputNanoEURPerMTok(), Output: b.Price.OutputNanoEURPerMTok()}
 	}
 	return ps
+}
+
+// ledgerInit writes the marker of a new Redis ledger. It refuses an
+// embedded store (which needs no initialisation) and says whether the
+// marker was already there. A Redis that lost its data gets a new marker
+// too: restore its data first if you have it.
+func ledgerInit(ctx context.Context, path string, stdout, stderr io.Writer) error {
+	cfg, _, err := config.Load(path)
+	if err != nil {
+		if ps, ok := err.(config.Problems); ok {
+			for _, p := range ps {
+				fmt.Fprintln(stderr, "error:", p.Error())
+			}
+			return errSilent
+		}
+		return err
+	}
+	s := cfg.AI.Budget.Store
+	if s.Type != config.StoreRedis {
+		fmt.Fprintf(stderr, "flexway ledger init: ai.budget.store.type is %s; only a redis ledger needs initialising\n", s.Type)
+		return errSilent
+	}
+	created, err := budget.InitRedis(ctx, s.URL)
+	if err != nil {
+		fmt.Fprintf(stderr, "flexway ledger init: %v\n", err)
+		return errSilent
+	}
+	if created {
+		fmt.Fprintln(stdout, "flexway ledger init: marker written; the Redis ledger is ready")
+	} else {
+		fmt.Fprintln(stdout, "flexway ledger init: the Redis ledger was already initialised; nothing changed")
+	}
+	return nil
 }

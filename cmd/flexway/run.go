@@ -20,6 +20,9 @@ const usage = `usage: flexway <command> [flags]
 commands:
   serve    --config FILE   run the gateway (HTTP and gRPC listeners)
   validate --config FILE   check a configuration: every error (exit 1) and warning (exit 0)
+  ledger init --config FILE
+                           initialise a new Redis budget ledger (ai.budget.store.type: redis):
+                           writes its marker, so that metered calls are served
   version                  print the version
 `
 
@@ -57,6 +60,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return helpIsNoError(err)
 		}
 		return validate(*configPath, stdout)
+	case "ledger":
+		if len(rest) == 0 || rest[0] != "init" {
+			fmt.Fprintf(stderr, "flexway ledger: want the subcommand init\n%s", usage)
+			return errSilent
+		}
+		rest = rest[1:]
+		if err := parse(); err != nil {
+			return helpIsNoError(err)
+		}
+		return ledgerInit(ctx, *configPath, stdout, stderr)
 	case "version", "--version", "-version":
 		if len(rest) > 0 {
 			fmt.Fprintf(stderr, "flexway version: unexpected argument %q\n", rest[0])
