@@ -14,11 +14,11 @@ import (
 var ledgerClock func() time.Time
 
 // openLedger opens ai.budget.store and returns the ledger over it with the
-// configured caps. The embedded store is a file only one process may hold;
-// the Redis store must be reachable (its marker is checked per call, so a
-// gateway starts against a Redis that is not initialised yet and refuses
-// metered calls until `flexway ledger init`).
-func openLedger(ctx context.Context, cfg *config.Config) (*budget.Ledger, error) {
+// configured caps. The embedded store is a file only one process may hold.
+// A Redis store need not be up or initialised: the gateway starts, warn is
+// told, and metered calls are refused until it is (its state is checked on
+// every call).
+func openLedger(ctx context.Context, cfg *config.Config, warn func(string)) (*budget.Ledger, error) {
 	p, err := ledgerPolicy(cfg)
 	if err != nil {
 		return nil, err
@@ -27,6 +27,11 @@ func openLedger(ctx context.Context, cfg *config.Config) (*budget.Ledger, error)
 	switch s := cfg.AI.Budget.Store; s.Type {
 	case config.StoreRedis:
 		store, err = budget.OpenRedis(ctx, s.URL)
+		if err == nil && warn != nil {
+			if cerr := budget.CheckRedis(ctx, s.URL); cerr != nil {
+				warn("metered calls are refused (503) until the Redis ledger is back: " + cerr.Error())
+			}
+		}
 	default:
 		store, err = budget.OpenEmbedded(s.Path)
 	}
@@ -82,14 +87,8 @@ func prices(cfg *config.Config) map[string]budget.Price {
 // marker was already there. A Redis that lost its data gets a new marker
 // too: restore its data first if you have it.
 func ledgerInit(ctx context.Context, path string, stdout, stderr io.Writer) error {
-	cfg, _, err := config.Load(path)
+	cfg, _, err := loadConfig(path, stderr)
 	if err != nil {
-		if ps, ok := err.(config.Problems); ok {
-			for _, p := range ps {
-				fmt.Fprintln(stderr, "error:", p.Error())
-			}
-			return errSilent
-		}
 		return err
 	}
 	s := cfg.AI.Budget.Store

@@ -23,24 +23,32 @@ const shutdownGrace = 30 * time.Second
 // listening is told the bound addresses once both listeners accept.
 type listening func(httpAddr, grpcAddr string)
 
+// loadConfig loads path; each problem of an invalid configuration is
+// printed to stderr, "error: file:line: path: message", and errSilent
+// returned.
+func loadConfig(path string, stderr io.Writer) (*config.Config, config.Problems, error) {
+	cfg, warnings, err := config.Load(path)
+	if ps, ok := err.(config.Problems); ok {
+		for _, p := range ps {
+			fmt.Fprintln(stderr, "error:", p.Error())
+		}
+		return nil, warnings, errSilent
+	}
+	return cfg, warnings, err
+}
+
 // serve runs the gateway until ctx is done, then stops accepting and lets
 // open calls and streams finish for up to shutdownGrace.
 func serve(ctx context.Context, path string, stdout, stderr io.Writer, ready listening) error {
 	log := slog.New(slog.NewJSONHandler(stderr, nil))
-	cfg, warnings, err := config.Load(path)
+	cfg, warnings, err := loadConfig(path, stderr)
 	for _, w := range warnings {
 		log.Warn("configuration", "warning", w.Error())
 	}
 	if err != nil {
-		if ps, ok := err.(config.Problems); ok {
-			for _, p := range ps {
-				fmt.Fprintln(stderr, "error:", p.Error())
-			}
-			return errSilent
-		}
 		return err
 	}
-	led, err := openLedger(ctx, cfg)
+	led, err := openLedger(ctx, cfg, func(msg string) { log.Warn("budget ledger", "warning", msg) })
 	if err != nil {
 		return err
 	}

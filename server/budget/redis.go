@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -141,30 +142,56 @@ type redisStore struct {
 	addr string // the URL with its password redacted, for messages
 }
 
-// OpenRedis connects to the Redis ledger at url ("redis://[user:password@]
+// OpenRedis returns the Redis ledger at url ("redis://[user:password@]
 // host:port/db", or "rediss://" for TLS; go-redis URL options such as
-// ?pool_size=128 are honoured) and pings it. Unless the URL sets them,
+// ?pool_size=128 are honoured). It connects lazily, so that a gateway starts
+// while Redis is down and meters calls as soon as it is back; see
+// [CheckRedis] to report its state at start. Unless the URL sets them,
 // timeouts are 1s (dial, read, write) and failed commands are not retried:
 // a Redis that is down makes calls fail fast rather than pile up.
 //
-// Errors: an invalid URL is reported as such (without the URL's password);
-// an unreachable Redis wraps [ErrUnavailable] (the caller may retry later).
-// OpenRedis does not require the marker: every later call checks it and fails
-// with [ErrNoMarker] and ErrUnavailable while it is missing (see [InitRedis]).
+// Errors: an invalid URL is reported as such (without the URL's password).
+// Every later call wraps [ErrUnavailable] while Redis is unreachable, and
+// [ErrNoMarker] too while the marker is missing (see [InitRedis]).
 //
 // Redis must run with persistence (AOF or RDB): a Redis that restarts empty
 // is detected by the missing marker and refuses metered calls.
 func OpenRedis(ctx context.Context, url string) (Store, error) {
+	quietRedis.Do(func() { redis.SetLogger(discardLogger{}) })
 	c, addr, err := redisClient(url)
 	if err != nil {
 		return nil, err
 	}
-	s := &redisStore{c: c, addr: addr}
-	if err := c.Ping(ctx).Err(); err != nil {
-		c.Close()
-		return nil, s.fail(ctx, "ping", err)
+	return &redisStore{c: c, addr: addr}, nil
+}
+
+// quietRedis silences go-redis's own logger, which prints every failed
+// dial to stderr: the ledger's errors already say that Redis is down, once
+// per call, in the caller's log format.
+var quietRedis sync.Once
+
+type discardLogger struct{}
+
+func (discardLogger) Printf(context.Context, string, ...any) {}
+
+// CheckRedis reports whether the Redis ledger at url can meter calls: nil
+// when it answers and holds its marker; an error wrapping [ErrUnavailable]
+// (and [ErrNoMarker] when the marker is missing) otherwise.
+func CheckRedis(ctx context.Context, url string) error {
+	c, addr, err := redisClient(url)
+	if err != nil {
+		return err
 	}
-	return s, nil
+	defer c.Close()
+	s := &redisStore{c: c, addr: addr}
+	n, err := c.Exists(ctx, markerKey).Result()
+	if err != nil {
+		return s.fail(ctx, "ping", err)
+	}
+	if n == 0 {
+		return fmt.Errorf("%w: redis %s: %w", ErrUnavailable, addr, ErrNoMarker)
+	}
+	return nil
 }
 
 // InitRedis creates the marker key of the Redis ledger at url (SET NX):

@@ -108,8 +108,8 @@ func TestRedisDown(t *testing.T) {
 		}
 	}
 	start := time.Now()
-	if _, err := OpenRedis(ctx, srv.url); !errors.Is(err, ErrUnavailable) || time.Since(start) > 1500*time.Millisecond {
-		t.Errorf("OpenRedis of a stopped Redis: %v after %v", err, time.Since(start))
+	if err := CheckRedis(ctx, srv.url); !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrNoMarker) || time.Since(start) > 1500*time.Millisecond {
+		t.Errorf("CheckRedis of a stopped Redis: %v after %v", err, time.Since(start))
 	}
 	if _, err := InitRedis(ctx, srv.url); !errors.Is(err, ErrUnavailable) {
 		t.Errorf("InitRedis of a stopped Redis: %v", err)
@@ -119,7 +119,6 @@ func TestRedisDown(t *testing.T) {
 func TestRedisURLRedacted(t *testing.T) {
 	port := freePort(t) // nothing listens there
 	for _, u := range []string{
-		"redis://flexway:s3cret-pw@127.0.0.1:" + strconv.Itoa(port) + "/0",
 		"redis://flexway:s3cret-pw@127.0.0.1:notaport/0",
 		"redis://flexway:s3cret-pw@127.0.0.1:6379/notadb",
 		"redis://flexway:s3cret-pw@127.0.0.1:6379/0?pool_size=abc",
@@ -139,9 +138,20 @@ func TestRedisURLRedacted(t *testing.T) {
 			t.Errorf("InitRedis(%q): %v", u, err)
 		}
 	}
-	_, err := OpenRedis(ctx, "redis://flexway:s3cret-pw@127.0.0.1:"+strconv.Itoa(port)+"/0")
-	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "redis://flexway:xxxxx@127.0.0.1:") {
-		t.Errorf("unreachable: %v", err)
+	unreachable := "redis://flexway:s3cret-pw@127.0.0.1:" + strconv.Itoa(port) + "/0"
+	for name, err := range map[string]error{"CheckRedis": CheckRedis(ctx, unreachable), "InitRedis": second(InitRedis(ctx, unreachable))} {
+		if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "redis://flexway:xxxxx@127.0.0.1:") || strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("%s, unreachable: %v", name, err)
+		}
+	}
+	// OpenRedis connects lazily: the first call reports it.
+	st, err := OpenRedis(ctx, unreachable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := New(Policy{Default: Limits{TokensPerDay: i64(10)}}, st, Options{}).Reserve(ctx, Account{Tenant: "acme"}, Amount{Tokens: 1}); !errors.Is(err, ErrUnavailable) || strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("Reserve, unreachable: %v", err)
 	}
 }
 
@@ -275,3 +285,5 @@ func TestRedisKeyLayoutAndTTL(t *testing.T) {
 		t.Errorf("marker TTL %d %v, want none", n, err)
 	}
 }
+
+func second[T any](_ T, err error) error { return err }
