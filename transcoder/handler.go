@@ -174,18 +174,21 @@ func authorized(w http.ResponseWriter, r *http.Request) bool {
 	return true
 }
 
-// admit asks Options.Admit, if any, whether the request may be read; on
-// refusal it has written the error.
-func (f *front) admit(w http.ResponseWriter, r *http.Request) bool {
+// admit returns the context of the call to the core, after asking
+// Options.Admit, if any, whether the request may be read; on refusal it has
+// written the error and returns nil.
+func (f *front) admit(w http.ResponseWriter, r *http.Request) context.Context {
+	ctx := f.outgoing(r)
 	if f.opts.Admit == nil {
-		return true
+		return ctx
 	}
-	if err := f.opts.Admit(f.outgoing(r)); err != nil {
+	ctx, err := f.opts.Admit(ctx)
+	if err != nil {
 		closeUnread(w, r)
 		f.fail(w, r, err)
-		return false
+		return nil
 	}
-	return true
+	return ctx
 }
 
 // closeUnread marks the answer to a request whose body was not read as the
@@ -214,7 +217,8 @@ func (f *front) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	if !authorized(w, r) {
 		return
 	}
-	if !f.admit(w, r) {
+	ctx := f.admit(w, r)
+	if ctx == nil {
 		return
 	}
 	body, fe := f.readBody(w, r)
@@ -227,7 +231,6 @@ func (f *front) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		writeOpenAIError(w, faults.As(err))
 		return
 	}
-	ctx := f.outgoing(r)
 	if req.GetStream() {
 		f.streamChat(ctx, w, r, req)
 		return
@@ -248,7 +251,8 @@ func (f *front) createEmbedding(w http.ResponseWriter, r *http.Request) {
 	if !authorized(w, r) {
 		return
 	}
-	if !f.admit(w, r) {
+	ctx := f.admit(w, r)
+	if ctx == nil {
 		return
 	}
 	body, fe := f.readBody(w, r)
@@ -262,7 +266,7 @@ func (f *front) createEmbedding(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var header metadata.MD
-	resp, err := f.embeddings.CreateEmbedding(f.outgoing(r), req, grpc.Header(&header))
+	resp, err := f.embeddings.CreateEmbedding(ctx, req, grpc.Header(&header))
 	copyHeaders(w, header)
 	if err != nil {
 		f.fail(w, r, err)

@@ -30,9 +30,10 @@ type Options struct {
 	// Admit, when set, is asked before a chat or embeddings request body
 	// is read, with the call's context (the forwarded headers as outgoing
 	// metadata); an error refuses the request at once, unread (a caller
-	// at a hard cap, an unknown key). The interceptor chain still checks
+	// at a hard cap, an unknown key). The call to the core is made with
+	// the context it returns. The interceptor chain still checks
 	// everything once the body is in.
-	Admit func(ctx context.Context) error
+	Admit func(ctx context.Context) (context.Context, error)
 	// Ready reports whether the gateway takes traffic (GET /readyz); nil
 	// means always.
 	Ready func() error

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"io"
 	"log/slog"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	budgetpkg "github.com/flexway/flexway/server/budget"
 	"github.com/flexway/flexway/server/config"
 )
 
@@ -74,35 +76,72 @@ func BenchmarkChatCompletionInProcess(b *testing.B) {
 // connection or HTTP server in front of it, so the difference from
 // [BenchmarkChatCompletionInProcess] is the caller-side HTTP. The hop to the
 // fake upstream is still loopback HTTP.
+//
+// budget=off builds the gateway without a ledger; budget=embedded meters
+// every call against caps in force (tokens per day and euros per month, for
+// the tenant) in the embedded ledger, and budget=redis in the Redis ledger
+// at FLEXWAY_TEST_REDIS_URL (database 3; skipped without it): their
+// difference is what the budget adds to a call.
 func BenchmarkChatCompletionHandler(b *testing.B) {
-	up := newBenchUpstream(b)
-	b.Setenv("FLEXWAY_TEST_KEY", demoKey)
-	b.Setenv("FLEXWAY_TEST_UPSTREAM_TOKEN", "upstream-secret-token")
-	path := filepath.Join(b.TempDir(), "flexway.yaml")
-	if err := os.WriteFile(path, []byte(baseConfig(b, up.URL, "")), 0o600); err != nil {
-		b.Fatal(err)
-	}
-	cfg, _, err := config.Load(path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	// The same wiring serve runs, minus the listeners: build, then serve
-	// the gRPC core on the in-process channel only.
-	gw, err := build(cfg, slog.New(slog.DiscardHandler), nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(gw.close)
+	caps := "    default: {tokens_per_day: 1000000000000, eur_per_month: 1000000}"
+	for _, bc := range []struct {
+		name, budget string
+		ledger       bool
+	}{
+		{"budget=off", caps, false},
+		{"budget=embedded", caps, true},
+		{"budget=redis", "", true},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			up := newBenchUpstream(b)
+			b.Setenv("FLEXWAY_TEST_KEY", demoKey)
+			b.Setenv("FLEXWAY_TEST_UPSTREAM_TOKEN", "upstream-secret-token")
+			budget := bc.budget
+			if bc.name == "budget=redis" {
+				url := os.Getenv("FLEXWAY_TEST_REDIS_URL")
+				if url == "" {
+					b.Skip("FLEXWAY_TEST_REDIS_URL is not set")
+				}
+				url += "/3"
+				if _, err := budgetpkg.InitRedis(context.Background(), url); err != nil {
+					b.Fatal(err)
+				}
+				budget = redisBudget(url, 1_000_000_000_000)
+			}
+			path := filepath.Join(b.TempDir(), "flexway.yaml")
+			if err := os.WriteFile(path, []byte(budgetConfig(b, up.URL, up.URL, budget)), 0o600); err != nil {
+				b.Fatal(err)
+			}
+			cfg, _, err := config.Load(path)
+			if err != nil {
+				b.Fatal(err)
+			}
+			var led *budgetpkg.Ledger
+			if bc.ledger {
+				if led, err = openLedger(context.Background(), cfg, nil); err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { led.Close() })
+			}
+			// The same wiring serve runs, minus the listeners: build, then
+			// serve the gRPC core on the in-process channel only.
+			gw, err := build(cfg, slog.New(slog.DiscardHandler), led)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(gw.close)
 
-	b.ReportAllocs()
-	for b.Loop() {
-		req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(benchChatBody))
-		req.Header.Set("Authorization", "Bearer "+demoKey)
-		req.Header.Set("Content-Type", "application/json")
-		rec := httptest.NewRecorder()
-		gw.http.ServeHTTP(rec, req)
-		if rec.Code != http.StatusOK {
-			b.Fatalf("status %d: %s", rec.Code, rec.Body)
-		}
+			b.ReportAllocs()
+			for b.Loop() {
+				req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(benchChatBody))
+				req.Header.Set("Authorization", "Bearer "+demoKey)
+				req.Header.Set("Content-Type", "application/json")
+				rec := httptest.NewRecorder()
+				gw.http.ServeHTTP(rec, req)
+				if rec.Code != http.StatusOK {
+					b.Fatalf("status %d: %s", rec.Code, rec.Body)
+				}
+			}
+		})
 	}
 }

@@ -123,13 +123,13 @@ func build(cfg *config.Config, log *slog.Logger, led *budget.Ledger) (*gateway, 
 		h := r.IdentityHeaders
 		forward = append(forward, h.Tenant, h.Agent, h.Sensitive)
 	}
-	var admit func(context.Context) error
+	var admit func(context.Context) (context.Context, error)
 	if meter != nil {
-		admit = func(ctx context.Context) error {
+		admit = func(ctx context.Context) (context.Context, error) {
 			md, _ := metadata.FromOutgoingContext(ctx)
 			id, err := identity.Identify(keys, md)
 			if err != nil {
-				return err
+				return ctx, err
 			}
 			return meter.Admit(ctx, id.Tenant, id.Agent)
 		}

@@ -165,11 +165,25 @@ func extraBytes(extra map[string]string) int64 {
 
 // Admit is the check made before a request body is read: it refuses a
 // caller already at a hard cap (budget_exceeded with Retry-After) and
-// fails when the ledger is unavailable. It reserves nothing.
-func (m *Meter) Admit(ctx context.Context, tenant, agent string) error {
-	s, err := m.cfg.Ledger.Check(ctx, ledger.Account{Tenant: tenant, Agent: agent})
-	return refusal(s, err)
+// fails when the ledger is unavailable. It reserves nothing. The returned
+// context carries the caller's state, so that the interceptor, run with
+// it, does not read the ledger a second time.
+func (m *Meter) Admit(ctx context.Context, tenant, agent string) (context.Context, error) {
+	acct := ledger.Account{Tenant: tenant, Agent: agent}
+	s, err := m.cfg.Ledger.Check(ctx, acct)
+	if err := refusal(s, err); err != nil {
+		return ctx, err
+	}
+	return context.WithValue(ctx, checkedKey{}, checked{acct, s}), nil
 }
+
+// checked is a caller's state read by [Meter.Admit].
+type checked struct {
+	acct  ledger.Account
+	state ledger.State
+}
+
+type checkedKey struct{}
 
 // UnaryServerInterceptor meters unary chat and embeddings calls.
 func (m *Meter) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
@@ -239,9 +253,14 @@ func (m *Meter) admit(ctx context.Context, st *call.State, req any, est Estimate
 	if k := m.cfg.Known; k != nil && (!k(st.Tenant, "") || (st.Agent != "" && !k(st.Tenant, st.Agent))) {
 		return nil, faults.New(faults.InvalidAPIKey, "tenant %q or its agent %q is not declared here: no budget can be charged", st.Tenant, st.Agent)
 	}
-	s, err := m.cfg.Ledger.Check(ctx, acct)
-	if err := refusal(s, err); err != nil {
-		return nil, err
+	c, ok := ctx.Value(checkedKey{}).(checked)
+	s := c.state
+	if !ok || c.acct != acct {
+		var err error
+		s, err = m.cfg.Ledger.Check(ctx, acct)
+		if err := refusal(s, err); err != nil {
+			return nil, err
+		}
 	}
 	capability, _ := server.CapabilityOf(req)
 	plan, err := m.cfg.Routes.Plan(routing.Request{
