@@ -187,6 +187,9 @@ type ExceededError struct {
 	// Used is committed+reserved usage of that cap's bucket at the time of
 	// the refusal, in the same unit, not counting the refused amount.
 	Used int64
+	// Requested is the amount the refused reservation asked of that cap,
+	// in its unit; 0 when the cap was found already reached ([Ledger.Check]).
+	Requested int64
 	// RetryAfter is the time from the ledger's Now to the rollover of the
 	// cap's period: the next midnight, or the first of the next month, in
 	// [Policy.Location].
@@ -194,14 +197,23 @@ type ExceededError struct {
 }
 
 // Error returns e.g. `tenant "acme" reached its tokens_per_day cap
-// (100 tokens) for 2026-11-30; it resets in 3h12m`.
+// (100 tokens) for 2026-11-30; it resets in 3h12m`, or, when the cap is not
+// reached but this call's reservation does not fit in what is left,
+// `tenant "acme" has 40 tokens left of its tokens_per_day cap (100 tokens)
+// for 2026-11-30, less than this call may use (1100 tokens: its input and
+// max_tokens); it resets in 3h12m`.
 func (e *ExceededError) Error() string {
 	who := "tenant " + strconv.Quote(e.Account.Tenant)
 	if e.Scope == "agent" {
 		who = "agent " + strconv.Quote(e.Account.Agent) + " of tenant " + strconv.Quote(e.Account.Tenant)
 	}
+	u := e.Cap.Unit()
+	if e.Requested > 0 && e.Used < e.Limit {
+		return fmt.Sprintf("%s has %s left of its %s cap (%s) for %s, less than this call may use (%s: its input and max_tokens); it resets in %s",
+			who, formatQuantity(u, e.Limit-e.Used), e.Cap, formatQuantity(u, e.Limit), e.Period, formatQuantity(u, e.Requested), formatWait(e.RetryAfter))
+	}
 	return fmt.Sprintf("%s reached its %s cap (%s) for %s; it resets in %s",
-		who, e.Cap, formatQuantity(e.Cap.Unit(), e.Limit), e.Period, formatWait(e.RetryAfter))
+		who, e.Cap, formatQuantity(u, e.Limit), e.Period, formatWait(e.RetryAfter))
 }
 
 // formatQuantity renders 100 tokens as "100 tokens" and 50e9 nano-euros as

@@ -394,7 +394,9 @@ func (l *Ledger) Reserve(ctx context.Context, a Account, amt Amount) (*Reservati
 		return nil, err
 	}
 	if refused >= 0 {
-		return nil, l.exceeded(a, r.kinds[refused], r.lines[refused].limit, used, p, now)
+		e := l.exceeded(a, r.kinds[refused], r.lines[refused].limit, used, p, now)
+		e.Requested = r.lines[refused].amount
+		return nil, e
 	}
 	return r, nil
 }

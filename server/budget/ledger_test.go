@@ -66,7 +66,7 @@ func TestReserveAllOrNothingTenantAndAgent(t *testing.T) {
 		// The agent's euro cap refuses: the tenant's tokens are not held.
 		_, err := l.Reserve(ctx, acBot, Amount{Tokens: 30, NanoEUR: 500})
 		wantExceeded(t, refused(t, err), ExceededError{
-			Account: acBot, Scope: "agent", Cap: EURPerMonth, Period: "2026-11",
+			Account: acBot, Scope: "agent", Cap: EURPerMonth, Period: "2026-11", Requested: 500,
 			Limit: 1000, Used: 600, RetryAfter: 3*time.Hour + 12*time.Minute,
 		})
 		if u := usageOf(t, l, acme, TokensPerDay); u.Reserved != 60 {
@@ -76,7 +76,7 @@ func TestReserveAllOrNothingTenantAndAgent(t *testing.T) {
 		// The tenant's token cap refuses: the agent's euros are not held.
 		_, err = l.Reserve(ctx, acBot, Amount{Tokens: 50, NanoEUR: 100})
 		wantExceeded(t, refused(t, err), ExceededError{
-			Account: acBot, Scope: "tenant", Cap: TokensPerDay, Period: "2026-11-30",
+			Account: acBot, Scope: "tenant", Cap: TokensPerDay, Period: "2026-11-30", Requested: 50,
 			Limit: 100, Used: 60, RetryAfter: 3*time.Hour + 12*time.Minute,
 		})
 		if u := usageOf(t, l, acBot, EURPerMonth); u.Reserved != 600 {
@@ -134,6 +134,7 @@ func TestCheckSoftAndExceeded(t *testing.T) {
 			t.Errorf("message %q", got)
 		}
 		_, err = l.Reserve(ctx, acme, Amount{Tokens: 1})
+		want.Requested = 1
 		wantExceeded(t, refused(t, err), want)
 		// A zero-token call still passes a cap reached exactly (nothing to add).
 		mustReserve(t, l, acme, Amount{})
@@ -151,6 +152,7 @@ func TestMonthCapReportedBeforeDayCap(t *testing.T) {
 			Limit: 100, Used: 100, RetryAfter: 20*24*time.Hour + 3*time.Hour + 12*time.Minute}
 		wantExceeded(t, st.Exceeded, want)
 		_, err = l.Reserve(ctx, acme, Amount{Tokens: 1})
+		want.Requested = 1
 		wantExceeded(t, refused(t, err), want)
 	})
 }
@@ -259,10 +261,13 @@ func TestRolloverUTC(t *testing.T) {
 		r1 := mustReserve(t, l, acme, Amount{Tokens: 100, NanoEUR: 500})
 		_, err := l.Reserve(ctx, acme, Amount{Tokens: 1})
 		wantExceeded(t, refused(t, err), ExceededError{Account: acme, Scope: "tenant", Cap: TokensPerDay,
-			Period: "2026-11-30", Limit: 100, Used: 100, RetryAfter: time.Minute})
+			Period: "2026-11-30", Limit: 100, Used: 100, Requested: 1, RetryAfter: time.Minute})
 		_, err = l.Reserve(ctx, acme, Amount{NanoEUR: 501})
 		wantExceeded(t, refused(t, err), ExceededError{Account: acme, Scope: "tenant", Cap: EURPerMonth,
-			Period: "2026-11", Limit: 1000, Used: 500, RetryAfter: time.Minute})
+			Period: "2026-11", Limit: 1000, Used: 500, Requested: 501, RetryAfter: time.Minute})
+		if msg := err.Error(); msg != `tenant "acme" has 0.0000005 EUR left of its eur_per_month cap (0.000001 EUR) for 2026-11, less than this call may use (0.000000501 EUR: its input and max_tokens); it resets in 1m` {
+			t.Errorf("message %q", msg)
+		}
 
 		clk.Set(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
 		mustReserve(t, l, acme, Amount{Tokens: 100, NanoEUR: 1000})
@@ -305,7 +310,7 @@ func TestRolloverParis(t *testing.T) {
 		mustReserve(t, l, acme, Amount{Tokens: 10})
 		_, err := l.Reserve(ctx, acme, Amount{Tokens: 1})
 		wantExceeded(t, refused(t, err), ExceededError{Account: acme, Scope: "tenant", Cap: TokensPerDay,
-			Period: "2026-11-30", Limit: 10, Used: 10, RetryAfter: 30 * time.Second})
+			Period: "2026-11-30", Limit: 10, Used: 10, Requested: 1, RetryAfter: 30 * time.Second})
 		clk.Set(time.Date(2026, 11, 30, 23, 0, 0, 0, time.UTC)) // midnight in Paris, still the 30th in UTC
 		mustReserve(t, l, acme, Amount{Tokens: 10})
 		if u := usageOf(t, l, acme, TokensPerDay); u.Period != "2026-12-01" || u.Reserved != 10 {
