@@ -54,13 +54,14 @@ build:
 
 # The gateway on examples/flexway.yaml in front of the
 # local sample model, offline. Ctrl-C stops both.
-# The demo API key is sk-flexway-demo (its SHA-256 is in the file).
+# The demo API key is sk-flexway-demo (its SHA-256 is in the file); the
+# admin key is $FLEXWAY_ADMIN_KEY, sk-flexway-admin-demo when unset.
 run: build
 	@mkdir -p flexway-data
 	@bin/flexway-sample --listen 127.0.0.1:8000 & sample=$$!; \
 	trap 'kill $$sample 2>/dev/null' EXIT INT TERM; \
 	sleep 0.5; kill -0 $$sample 2>/dev/null || { echo "make run: the sample model could not start on 127.0.0.1:8000 (port in use?)" >&2; exit 1; }; \
-	bin/flexway serve --config examples/flexway.yaml
+	FLEXWAY_ADMIN_KEY="$${FLEXWAY_ADMIN_KEY:-sk-flexway-admin-demo}" bin/flexway serve --config examples/flexway.yaml
 
 test: $(BIN)/grpcurl
 	$(GO) vet ./...

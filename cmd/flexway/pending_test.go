@@ -30,3 +30,16 @@ func TestNotYetEnforcedNamesReferenceFeatures(t *testing.T) {
 		}
 	}
 }
+
+// TestExampleConfigValidates: the configuration make run starts loads,
+// builds and has no warning.
+func TestExampleConfigValidates(t *testing.T) {
+	t.Setenv("FLEXWAY_ADMIN_KEY", "sk-flexway-admin-demo")
+	var out strings.Builder
+	if err := validate("../../examples/flexway.yaml", &out); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	if strings.Contains(out.String(), "warning:") || !strings.Contains(out.String(), "ok (0 warnings") {
+		t.Errorf("warnings:\n%s", out.String())
+	}
+}
