@@ -16,7 +16,14 @@ import (
 	"time"
 
 	"github.com/openai/openai-go/v3"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
+	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
 	ibudget "github.com/flexway/flexway/interceptors/budget"
 	"github.com/flexway/flexway/server/openaiwire"
 )
@@ -436,5 +443,62 @@ func TestBudgetRefusedBeforeTheBody(t *testing.T) {
 		}
 	case <-time.After(3 * time.Second):
 		t.Fatal("no answer while the body is pending: the body was waited for")
+	}
+}
+
+// TestBudgetOverGRPC: gRPC calls are metered like HTTP ones: a served call
+// commits its usage, and one past the cap is RESOURCE_EXHAUSTED with
+// ErrorInfo reason budget_exceeded and retry_after_seconds; the soft mark
+// comes as header metadata.
+func TestBudgetOverGRPC(t *testing.T) {
+	up := newUpstream(t, usageUpstream(10, 5))
+	// 15 tokens per call against 40: soft (0.3) after the first, refused
+	// when the third's reservation (max_tokens 5 + its input) does not fit.
+	g := startGateway(t, budgetConfig(t, up.URL, up.URL, "    soft: 0.3\n    default: {tokens_per_day: 40}"))
+	client := flexwayv1.NewChatServiceClient(grpcConn(t, g))
+	req := &flexwayv1.CreateChatCompletionRequest{Model: "m", MaxTokens: proto.Int64(5), Messages: []*flexwayv1.ChatMessage{userMessage("Hi")}}
+	var soft []string
+	for i := 0; ; i++ {
+		var header metadata.MD
+		_, err := client.CreateChatCompletion(withKey(t, demoKey), req, grpc.Header(&header))
+		if err != nil {
+			st := status.Convert(err)
+			var info *errdetails.ErrorInfo
+			for _, d := range st.Details() {
+				if e, ok := d.(*errdetails.ErrorInfo); ok {
+					info = e
+				}
+			}
+			if st.Code() != codes.ResourceExhausted || info.GetReason() != "budget_exceeded" || info.GetMetadata()["retry_after_seconds"] == "" {
+				t.Fatalf("call %d: %v (%v), want RESOURCE_EXHAUSTED budget_exceeded with retry_after_seconds", i, err, info)
+			}
+			if i != 2 {
+				t.Fatalf("refused at call %d, want the third (15 + 15 committed, 40 capped)", i+1)
+			}
+			break
+		}
+		soft = append(soft, strings.Join(header.Get("flexway-budget"), ","))
+	}
+	if soft[0] != "" || soft[1] != "soft" {
+		t.Errorf("flexway-budget by call: %q, want none then soft", soft)
+	}
+	if u := usageOf(t, g, "")["tokens_per_day"]; u.Committed != 30 {
+		t.Errorf("committed %d, want 30", u.Committed)
+	}
+}
+
+// TestEmbeddingsMetered: an embeddings call commits its prompt_tokens (no
+// output), at the serving backend's input price.
+func TestEmbeddingsMetered(t *testing.T) {
+	up := newUpstream(t, jsonHandler(200, `{"object":"list","data":[{"object":"embedding","index":0,"embedding":[0.1,0.2]}],"model":"m","usage":{"prompt_tokens":12,"total_tokens":12}}`))
+	g := startGateway(t, budgetConfig(t, up.URL, up.URL, "    default: {tokens_per_day: 1000, eur_per_month: 1}"))
+	resp := post(t, g, "/v1/embeddings", `{"model":"m","input":["hello world","again"]}`)
+	io.Copy(io.Discard, resp.Body)
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	u := usageOf(t, g, "")
+	if u["tokens_per_day"].Committed != 12 || u["eur_per_month"].Committed != ceilDiv(12*1_000_000_000, 1_000_000) {
+		t.Errorf("committed %+v, want 12 tokens at 1 EUR per million input tokens", u)
 	}
 }
