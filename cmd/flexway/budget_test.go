@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -500,5 +501,40 @@ func TestEmbeddingsMetered(t *testing.T) {
 	u := usageOf(t, g, "")
 	if u["tokens_per_day"].Committed != 12 || u["eur_per_month"].Committed != ceilDiv(12*1_000_000_000, 1_000_000) {
 		t.Errorf("committed %+v, want 12 tokens at 1 EUR per million input tokens", u)
+	}
+}
+
+// TestRelayUnknownTenantNotCharged: a relay may pass only a tenant and an
+// agent the configuration knows; any other is refused before the
+// upstream, since no budget can be charged to it.
+func TestRelayUnknownTenantNotCharged(t *testing.T) {
+	up := newUpstream(t, usageUpstream(10, 5))
+	sum := sha256.Sum256([]byte("sk-relay-edge"))
+	cfg := strings.Replace(budgetConfig(t, up.URL, up.URL, "    default: {tokens_per_day: 1000}"), "identity:\n", fmt.Sprintf(`identity:
+  relays:
+    - name: edge
+      key_sha256: %x
+      identity_headers: {tenant: Flexway-Tenant, agent: Flexway-Agent}
+`, sum), 1)
+	g := startGateway(t, cfg)
+	for _, tc := range []struct {
+		tenant, agent string
+		status        int
+	}{
+		{"acme", "bot", 200},
+		{"acme", "", 200},
+		{"ghost", "", 401},
+		{"acme", "ghost-agent", 401},
+	} {
+		resp := send(t, g, "POST", "/v1/chat/completions", strings.NewReader(chatBody), map[string]string{
+			"Authorization": "Bearer sk-relay-edge", "Flexway-Tenant": tc.tenant, "Flexway-Agent": tc.agent,
+		})
+		raw, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != tc.status {
+			t.Errorf("relay for %s/%s: %d %s, want %d", tc.tenant, tc.agent, resp.StatusCode, raw, tc.status)
+		}
+	}
+	if n := len(up.requests()); n != 2 {
+		t.Errorf("%d calls reached the upstream, want the 2 known callers'", n)
 	}
 }
