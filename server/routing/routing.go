@@ -6,6 +6,7 @@ package routing
 
 import (
 	"slices"
+	"sync"
 
 	"github.com/flexway/flexway/server/call"
 	"github.com/flexway/flexway/server/faults"
@@ -28,6 +29,9 @@ type Table struct {
 	SoftBackend string
 	// Backends describes every backend by name.
 	Backends map[string]Backend
+
+	once  sync.Once
+	plans map[planKey]Plan // successful plans, computed at the first Plan
 }
 
 // Tenant is a tenant's routing override.
@@ -79,6 +83,10 @@ type Request struct {
 // Errors: faults.CapabilityUnavailable when nothing declared serves the
 // capability; faults.SensitiveNoInternalBackend when a sensitive call has no
 // internal backend able to serve it.
+//
+// Successful plans are computed once per (backend chosen by tenant and
+// agent, capability, sensitivity, soft) and shared: callers must not modify
+// Plan.Backends. The Table must not change after its first Plan.
 func (t *Table) Plan(r Request) (Plan, error) {
 	name := t.Default
 	if ten, ok := t.Tenants[r.Tenant]; ok {
@@ -89,27 +97,72 @@ func (t *Table) Plan(r Request) (Plan, error) {
 			name = a
 		}
 	}
-	if r.Soft && t.SoftBackend != "" && t.Backends[t.SoftBackend].Has(r.Capability) {
+	t.once.Do(t.compile)
+	if p, ok := t.plans[planKey{name, r.Capability, r.Sensitive, r.Soft}]; ok {
+		return p, nil
+	}
+	return t.plan(name, r.Capability, r.Sensitive, r.Soft)
+}
+
+// planKey is what a plan depends on once the tenant and agent overrides
+// chose a backend.
+type planKey struct {
+	chosen     string
+	capability call.Capability
+	sensitive  bool
+	soft       bool
+}
+
+// compile precomputes every successful plan for the backends the table
+// names and the capabilities they declare.
+func (t *Table) compile() {
+	t.plans = map[planKey]Plan{}
+	caps := map[call.Capability]bool{call.Chat: true, call.Vision: true, call.Embeddings: true}
+	for _, b := range t.Backends {
+		for _, c := range b.Capabilities {
+			caps[c] = true
+		}
+	}
+	names := []string{t.Default}
+	for n := range t.Backends {
+		names = append(names, n)
+	}
+	for _, n := range names {
+		for c := range caps {
+			for _, sensitive := range []bool{false, true} {
+				for _, soft := range []bool{false, true} {
+					if p, err := t.plan(n, c, sensitive, soft); err == nil {
+						t.plans[planKey{n, c, sensitive, soft}] = p
+					}
+				}
+			}
+		}
+	}
+}
+
+// plan computes the plan of a call whose tenant and agent chose name.
+func (t *Table) plan(name string, capability call.Capability, sensitive, soft bool) (Plan, error) {
+	if soft && t.SoftBackend != "" && t.Backends[t.SoftBackend].Has(capability) {
 		name = t.SoftBackend
 	}
-	if !t.Backends[name].Has(r.Capability) {
-		alt, ok := t.Capabilities[r.Capability]
-		if !ok || !t.Backends[alt].Has(r.Capability) {
-			return Plan{}, faults.New(faults.CapabilityUnavailable, "no backend serves %s for this caller", r.Capability)
+	if !t.Backends[name].Has(capability) {
+		alt, ok := t.Capabilities[capability]
+		if !ok || !t.Backends[alt].Has(capability) {
+			return Plan{}, faults.New(faults.CapabilityUnavailable, "no backend serves %s for this caller", capability)
 		}
 		name = alt
 	}
-	if r.Sensitive && t.Backends[name].External {
+	if sensitive && t.Backends[name].External {
 		s := t.SensitiveBackend
-		if s == "" || t.Backends[s].External || !t.Backends[s].Has(r.Capability) {
-			return Plan{}, faults.New(faults.SensitiveNoInternalBackend, "sensitive call: no internal backend serves %s", r.Capability)
+		if s == "" || t.Backends[s].External || !t.Backends[s].Has(capability) {
+			return Plan{}, faults.New(faults.SensitiveNoInternalBackend, "sensitive call: no internal backend serves %s", capability)
 		}
 		name = s
 	}
 	p := Plan{Backends: []string{name}}
 	for _, f := range t.Backends[name].Fallback {
 		b, ok := t.Backends[f]
-		if !ok || !b.Has(r.Capability) || (r.Sensitive && b.External) || slices.Contains(p.Backends, f) {
+		if !ok || !b.Has(capability) || (sensitive && b.External) || slices.Contains(p.Backends, f) {
 			continue
 		}
 		p.Backends = append(p.Backends, f)
