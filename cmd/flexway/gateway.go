@@ -61,6 +61,7 @@ func build(cfg *config.Config, log *slog.Logger, led *budget.Ledger) (*gateway, 
 	if err != nil {
 		return nil, err
 	}
+	withBreakers(cfg, bs, nil)
 	keys := newKeyring(cfg)
 	routes := routingTable(cfg)
 	accts := newAccounts(cfg)
@@ -109,7 +110,7 @@ func build(cfg *config.Config, log *slog.Logger, led *budget.Ledger) (*gateway, 
 	core.Register(gs)
 	core.Register(local)
 	if led != nil {
-		as := admin.New(led, accts)
+		as := admin.New(led, accts, func() []*flexwayv1.BackendState { return backendStates(cfg, bs) })
 		flexwayv1.RegisterAdminServiceServer(gs, as)
 		flexwayv1.RegisterAdminServiceServer(local, as)
 	}

@@ -9,6 +9,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
+	"slices"
 	"strings"
 
 	"google.golang.org/grpc"
@@ -35,11 +36,20 @@ type Service struct {
 	flexwayv1.UnimplementedAdminServiceServer
 	ledger   *budget.Ledger
 	accounts Accounts
+	backends func() []*flexwayv1.BackendState
 }
 
-// New returns the admin service over the ledger.
-func New(l *budget.Ledger, accounts Accounts) *Service {
-	return &Service{ledger: l, accounts: accounts}
+// New returns the admin service over the ledger; backends returns the
+// backends' current states, in any order.
+func New(l *budget.Ledger, accounts Accounts, backends func() []*flexwayv1.BackendState) *Service {
+	return &Service{ledger: l, accounts: accounts, backends: backends}
+}
+
+// ListBackends implements [flexwayv1.AdminServiceServer.ListBackends].
+func (s *Service) ListBackends(context.Context, *flexwayv1.ListBackendsRequest) (*flexwayv1.ListBackendsResponse, error) {
+	bs := s.backends()
+	slices.SortFunc(bs, func(a, b *flexwayv1.BackendState) int { return strings.Compare(a.GetName(), b.GetName()) })
+	return &flexwayv1.ListBackendsResponse{Backends: bs}, nil
 }
 
 // GetTenantUsage implements [flexwayv1.AdminServiceServer.GetTenantUsage].

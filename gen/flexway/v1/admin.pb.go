@@ -302,6 +302,174 @@ func (x *CapUsage) GetSoft() bool {
 	return false
 }
 
+// ListBackendsRequest takes no parameters.
+type ListBackendsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListBackendsRequest) Reset() {
+	*x = ListBackendsRequest{}
+	mi := &file_flexway_v1_admin_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListBackendsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListBackendsRequest) ProtoMessage() {}
+
+func (x *ListBackendsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_flexway_v1_admin_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListBackendsRequest.ProtoReflect.Descriptor instead.
+func (*ListBackendsRequest) Descriptor() ([]byte, []int) {
+	return file_flexway_v1_admin_proto_rawDescGZIP(), []int{4}
+}
+
+// ListBackendsResponse lists the configured backends.
+type ListBackendsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Backends, sorted by name.
+	Backends      []*BackendState `protobuf:"bytes,1,rep,name=backends,proto3" json:"backends,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListBackendsResponse) Reset() {
+	*x = ListBackendsResponse{}
+	mi := &file_flexway_v1_admin_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListBackendsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListBackendsResponse) ProtoMessage() {}
+
+func (x *ListBackendsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_flexway_v1_admin_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListBackendsResponse.ProtoReflect.Descriptor instead.
+func (*ListBackendsResponse) Descriptor() ([]byte, []int) {
+	return file_flexway_v1_admin_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ListBackendsResponse) GetBackends() []*BackendState {
+	if x != nil {
+		return x.Backends
+	}
+	return nil
+}
+
+// BackendState is one backend as configured, and its circuit.
+type BackendState struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Name is the backend's key in ai.backends.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Kind is openai, relay or grpc.
+	Kind string `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	// External is false only for a backend declared external: false; a
+	// sensitive call never goes to an external backend.
+	External bool `protobuf:"varint,3,opt,name=external,proto3" json:"external,omitempty"`
+	// Capabilities are what the backend serves: chat, vision, embeddings.
+	Capabilities []string `protobuf:"bytes,4,rep,name=capabilities,proto3" json:"capabilities,omitempty"`
+	// Circuit is the circuit breaker's state: closed (calls pass), open
+	// (calls are refused without a network call and fall back) or half_open
+	// (one trial call is let through).
+	Circuit       string `protobuf:"bytes,5,opt,name=circuit,proto3" json:"circuit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackendState) Reset() {
+	*x = BackendState{}
+	mi := &file_flexway_v1_admin_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackendState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackendState) ProtoMessage() {}
+
+func (x *BackendState) ProtoReflect() protoreflect.Message {
+	mi := &file_flexway_v1_admin_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackendState.ProtoReflect.Descriptor instead.
+func (*BackendState) Descriptor() ([]byte, []int) {
+	return file_flexway_v1_admin_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *BackendState) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *BackendState) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *BackendState) GetExternal() bool {
+	if x != nil {
+		return x.External
+	}
+	return false
+}
+
+func (x *BackendState) GetCapabilities() []string {
+	if x != nil {
+		return x.Capabilities
+	}
+	return nil
+}
+
+func (x *BackendState) GetCircuit() string {
+	if x != nil {
+		return x.Circuit
+	}
+	return ""
+}
+
 var File_flexway_v1_admin_proto protoreflect.FileDescriptor
 
 const file_flexway_v1_admin_proto_rawDesc = "" +
@@ -325,12 +493,23 @@ const file_flexway_v1_admin_proto_rawDesc = "" +
 	"\tcommitted\x18\x05 \x01(\x03R\tcommitted\x12\x1a\n" +
 	"\breserved\x18\x06 \x01(\x03R\breserved\x12\x1c\n" +
 	"\tremaining\x18\a \x01(\x03R\tremaining\x12\x12\n" +
-	"\x04soft\x18\b \x01(\bR\x04soft2\xc4\x02\n" +
+	"\x04soft\x18\b \x01(\bR\x04soft\"\x15\n" +
+	"\x13ListBackendsRequest\"L\n" +
+	"\x14ListBackendsResponse\x124\n" +
+	"\bbackends\x18\x01 \x03(\v2\x18.flexway.v1.BackendStateR\bbackends\"\x90\x01\n" +
+	"\fBackendState\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x1a\n" +
+	"\bexternal\x18\x03 \x01(\bR\bexternal\x12\"\n" +
+	"\fcapabilities\x18\x04 \x03(\tR\fcapabilities\x12\x18\n" +
+	"\acircuit\x18\x05 \x01(\tR\acircuit2\xce\x03\n" +
 	"\fAdminService\x12\x92\x01\n" +
 	"\x0eGetTenantUsage\x12!.flexway.v1.GetTenantUsageRequest\x1a\x17.flexway.v1.BudgetUsage\"D\xa2\xbb\x18\x16\n" +
 	"\x14admin.getTenantUsage\x82\xd3\xe4\x93\x02$\x12\"/flexway/v1/tenants/{tenant}/usage\x12\x9e\x01\n" +
 	"\rGetAgentUsage\x12 .flexway.v1.GetAgentUsageRequest\x1a\x17.flexway.v1.BudgetUsage\"R\xa2\xbb\x18\x15\n" +
-	"\x13admin.getAgentUsage\x82\xd3\xe4\x93\x023\x121/flexway/v1/tenants/{tenant}/agents/{agent}/usageB\x9a\x01\n" +
+	"\x13admin.getAgentUsage\x82\xd3\xe4\x93\x023\x121/flexway/v1/tenants/{tenant}/agents/{agent}/usage\x12\x87\x01\n" +
+	"\fListBackends\x12\x1f.flexway.v1.ListBackendsRequest\x1a .flexway.v1.ListBackendsResponse\"4\xa2\xbb\x18\x14\n" +
+	"\x12admin.listBackends\x82\xd3\xe4\x93\x02\x16\x12\x14/flexway/v1/backendsB\x9a\x01\n" +
 	"\x0ecom.flexway.v1B\n" +
 	"AdminProtoP\x01Z3github.com/flexway/flexway/gen/flexway/v1;flexwayv1\xa2\x02\x03FXX\xaa\x02\n" +
 	"Flexway.V1\xca\x02\n" +
@@ -348,24 +527,30 @@ func file_flexway_v1_admin_proto_rawDescGZIP() []byte {
 	return file_flexway_v1_admin_proto_rawDescData
 }
 
-var file_flexway_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_flexway_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_flexway_v1_admin_proto_goTypes = []any{
 	(*GetTenantUsageRequest)(nil), // 0: flexway.v1.GetTenantUsageRequest
 	(*GetAgentUsageRequest)(nil),  // 1: flexway.v1.GetAgentUsageRequest
 	(*BudgetUsage)(nil),           // 2: flexway.v1.BudgetUsage
 	(*CapUsage)(nil),              // 3: flexway.v1.CapUsage
+	(*ListBackendsRequest)(nil),   // 4: flexway.v1.ListBackendsRequest
+	(*ListBackendsResponse)(nil),  // 5: flexway.v1.ListBackendsResponse
+	(*BackendState)(nil),          // 6: flexway.v1.BackendState
 }
 var file_flexway_v1_admin_proto_depIdxs = []int32{
 	3, // 0: flexway.v1.BudgetUsage.caps:type_name -> flexway.v1.CapUsage
-	0, // 1: flexway.v1.AdminService.GetTenantUsage:input_type -> flexway.v1.GetTenantUsageRequest
-	1, // 2: flexway.v1.AdminService.GetAgentUsage:input_type -> flexway.v1.GetAgentUsageRequest
-	2, // 3: flexway.v1.AdminService.GetTenantUsage:output_type -> flexway.v1.BudgetUsage
-	2, // 4: flexway.v1.AdminService.GetAgentUsage:output_type -> flexway.v1.BudgetUsage
-	3, // [3:5] is the sub-list for method output_type
-	1, // [1:3] is the sub-list for method input_type
-	1, // [1:1] is the sub-list for extension type_name
-	1, // [1:1] is the sub-list for extension extendee
-	0, // [0:1] is the sub-list for field type_name
+	6, // 1: flexway.v1.ListBackendsResponse.backends:type_name -> flexway.v1.BackendState
+	0, // 2: flexway.v1.AdminService.GetTenantUsage:input_type -> flexway.v1.GetTenantUsageRequest
+	1, // 3: flexway.v1.AdminService.GetAgentUsage:input_type -> flexway.v1.GetAgentUsageRequest
+	4, // 4: flexway.v1.AdminService.ListBackends:input_type -> flexway.v1.ListBackendsRequest
+	2, // 5: flexway.v1.AdminService.GetTenantUsage:output_type -> flexway.v1.BudgetUsage
+	2, // 6: flexway.v1.AdminService.GetAgentUsage:output_type -> flexway.v1.BudgetUsage
+	5, // 7: flexway.v1.AdminService.ListBackends:output_type -> flexway.v1.ListBackendsResponse
+	5, // [5:8] is the sub-list for method output_type
+	2, // [2:5] is the sub-list for method input_type
+	2, // [2:2] is the sub-list for extension type_name
+	2, // [2:2] is the sub-list for extension extendee
+	0, // [0:2] is the sub-list for field type_name
 }
 
 func init() { file_flexway_v1_admin_proto_init() }
@@ -380,7 +565,7 @@ func file_flexway_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_flexway_v1_admin_proto_rawDesc), len(file_flexway_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   4,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

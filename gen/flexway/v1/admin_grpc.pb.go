@@ -21,6 +21,7 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	AdminService_GetTenantUsage_FullMethodName = "/flexway.v1.AdminService/GetTenantUsage"
 	AdminService_GetAgentUsage_FullMethodName  = "/flexway.v1.AdminService/GetAgentUsage"
+	AdminService_ListBackends_FullMethodName   = "/flexway.v1.AdminService/ListBackends"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -38,6 +39,9 @@ type AdminServiceClient interface {
 	// GetAgentUsage returns an agent's own caps (enforced besides its
 	// tenant's), for the current period.
 	GetAgentUsage(ctx context.Context, in *GetAgentUsageRequest, opts ...grpc.CallOption) (*BudgetUsage, error)
+	// ListBackends returns every backend of ai.backends with the state of
+	// its circuit breaker, sorted by name.
+	ListBackends(ctx context.Context, in *ListBackendsRequest, opts ...grpc.CallOption) (*ListBackendsResponse, error)
 }
 
 type adminServiceClient struct {
@@ -68,6 +72,16 @@ func (c *adminServiceClient) GetAgentUsage(ctx context.Context, in *GetAgentUsag
 	return out, nil
 }
 
+func (c *adminServiceClient) ListBackends(ctx context.Context, in *ListBackendsRequest, opts ...grpc.CallOption) (*ListBackendsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListBackendsResponse)
+	err := c.cc.Invoke(ctx, AdminService_ListBackends_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -83,6 +97,9 @@ type AdminServiceServer interface {
 	// GetAgentUsage returns an agent's own caps (enforced besides its
 	// tenant's), for the current period.
 	GetAgentUsage(context.Context, *GetAgentUsageRequest) (*BudgetUsage, error)
+	// ListBackends returns every backend of ai.backends with the state of
+	// its circuit breaker, sorted by name.
+	ListBackends(context.Context, *ListBackendsRequest) (*ListBackendsResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -98,6 +115,9 @@ func (UnimplementedAdminServiceServer) GetTenantUsage(context.Context, *GetTenan
 }
 func (UnimplementedAdminServiceServer) GetAgentUsage(context.Context, *GetAgentUsageRequest) (*BudgetUsage, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetAgentUsage not implemented")
+}
+func (UnimplementedAdminServiceServer) ListBackends(context.Context, *ListBackendsRequest) (*ListBackendsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListBackends not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -156,6 +176,24 @@ func _AdminService_GetAgentUsage_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_ListBackends_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListBackendsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ListBackends(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ListBackends_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ListBackends(ctx, req.(*ListBackendsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -170,6 +208,10 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetAgentUsage",
 			Handler:    _AdminService_GetAgentUsage_Handler,
+		},
+		{
+			MethodName: "ListBackends",
+			Handler:    _AdminService_ListBackends_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
