@@ -28,9 +28,15 @@ func NewAdmin(conn grpc.ClientConnInterface) (http.Handler, error) {
 		runtime.WithErrorHandler(func(_ context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w http.ResponseWriter, r *http.Request, err error) {
 			writeFaultProblem(w, r, toFault(err))
 		}),
+		// A tenant or agent name keeps its escaped slashes: acme%2Fx is one
+		// (unknown) name, not two path segments.
+		runtime.WithUnescapingMode(runtime.UnescapingModeAllExceptReserved),
 		runtime.WithRoutingErrorHandler(func(_ context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w http.ResponseWriter, r *http.Request, status int) {
 			if status == http.StatusMethodNotAllowed {
-				WriteProblem(w, r, status, "method "+r.Method+" is not allowed on "+r.URL.Path)
+				// Every admin route is a GET.
+				w.Header().Set("Allow", "GET")
+				fe := faults.New(faults.InvalidRequest, "method %s is not allowed on %s", r.Method, r.URL.Path)
+				writeProblem(w, r, Problem{Type: "about:blank", Title: http.StatusText(status), Status: status, Detail: fe.Message, Code: string(fe.Reason)})
 				return
 			}
 			writeFaultProblem(w, r, faults.New(faults.NotFound, "no route for %s %s", r.Method, r.URL.Path))

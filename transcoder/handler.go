@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"path"
 	"strings"
 
 	"google.golang.org/grpc"
@@ -74,7 +75,30 @@ func New(opts Options) (http.Handler, error) {
 			WriteProblem(w, r, http.StatusNotFound, "no route for "+r.Method+" "+r.URL.Path)
 		})
 	}
-	return withAccess(f.log, opts.BodyReadTimeout, mux), nil
+	return withAccess(f.log, opts.BodyReadTimeout, cleanPaths(mux)), nil
+}
+
+// cleanPaths answers a path that is not in canonical form (an empty
+// segment, "." or "..") with 404 in the surface's format, where
+// http.ServeMux would answer a redirect to the cleaned path in HTML: an
+// empty tenant in /flexway/v1/tenants//usage names nothing.
+func cleanPaths(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := r.URL.Path
+		clean := path.Clean(p)
+		if strings.HasSuffix(p, "/") && clean != "/" {
+			clean += "/"
+		}
+		if p != "" && clean != p {
+			if strings.HasPrefix(p, "/v1/") {
+				writeOpenAIError(w, faults.New(faults.NotFound, "unknown path %s %s", r.Method, p))
+				return
+			}
+			writeFaultProblem(w, r, faults.New(faults.NotFound, "no route for %s %s: the path has an empty, . or .. segment", r.Method, p))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 func (f *front) readyz(w http.ResponseWriter, r *http.Request) {

@@ -47,6 +47,8 @@ func TestBadInput(t *testing.T) {
 		{name: "stream_a_string", body: str(`{"model":"m-large","stream":"yes","messages":[{"role":"user","content":"hi"}]}`), status: 400, code: "invalid_request", param: "stream"},
 		{name: "n_zero", body: str(`{"model":"m-large","n":0,"messages":[{"role":"user","content":"hi"}]}`), status: 400, code: "invalid_request", param: "n"},
 		{name: "max_tokens_huge", body: str(`{"model":"m-large","max_tokens":1e400,"messages":[{"role":"user","content":"hi"}]}`), status: 400, code: "invalid_request", param: "max_tokens"},
+		{name: "max_tokens_zero", body: str(`{"model":"m-large","max_tokens":0,"messages":[{"role":"user","content":"hi"}]}`), status: 400, code: "invalid_request", param: "max_tokens"},
+		{name: "max_completion_tokens_zero", body: str(`{"model":"m-large","max_completion_tokens":0,"messages":[{"role":"user","content":"hi"}]}`), status: 400, code: "invalid_request", param: "max_completion_tokens"},
 		{name: "raw_control_character", body: str("{\"model\":\"m-large\",\"messages\":[{\"role\":\"user\",\"content\":\"a\x00b\"}]}"), status: 400, code: "invalid_request"},
 		{name: "nesting_too_deep", body: str(`{"model":"m-large","messages":[{"role":"user","content":"hi"}],"x":` + strings.Repeat("[", 20000) + strings.Repeat("]", 20000) + `}`), status: 400, code: "invalid_request"},
 		{name: "embeddings_malformed", path: "/v1/embeddings", body: str(`{"model":"m-small","input":`), status: 400, code: "invalid_request"},

@@ -87,7 +87,7 @@ type Estimate struct {
 	// ReserveTokensPerImage per image; for embeddings, the token ids
 	// given, or text bytes / 3.
 	Input int64
-	// Output is max_completion_tokens, else max_tokens, else
+	// Output is the larger of max_completion_tokens and max_tokens, else
 	// ReserveOutputTokens, times n; 0 for embeddings.
 	Output int64
 }
@@ -118,10 +118,10 @@ func (m *Meter) Estimate(req any) (Estimate, bool) {
 		textBytes += extraBytes(r.GetExtraFields())
 		e := Estimate{Input: TokensForBytes(textBytes) + 4*int64(len(r.GetMessages())) + 3 + images*m.cfg.ReserveTokensPerImage}
 		switch {
-		case r.MaxCompletionTokens != nil:
-			e.Output = r.GetMaxCompletionTokens()
-		case r.MaxTokens != nil:
-			e.Output = r.GetMaxTokens()
+		case r.MaxCompletionTokens != nil || r.MaxTokens != nil:
+			// Both go upstream, and an upstream may honour either: the
+			// larger one is what the call may use.
+			e.Output = max(r.GetMaxCompletionTokens(), r.GetMaxTokens())
 		default:
 			e.Output = m.cfg.ReserveOutputTokens
 		}
@@ -322,16 +322,24 @@ func refusal(s ledger.State, err error) error {
 		return nil
 	case errors.As(err, &ex):
 	case err != nil:
-		return faults.Wrap(faults.Unavailable, err, "the budget ledger is unavailable: metered calls are refused until it is back")
+		fe := faults.Wrap(faults.Unavailable, err, "the budget ledger is unavailable: metered calls are refused until an operator restores it")
+		fe.RetryAfterSeconds = ledgerRetrySeconds
+		return fe
 	default:
 		ex = s.Exceeded
 	}
-	return &faults.Error{
-		Reason:            faults.BudgetExceeded,
-		Message:           ex.Error(),
-		RetryAfterSeconds: retryAfterSeconds(ex.RetryAfter),
+	fe := &faults.Error{Reason: faults.BudgetExceeded, Message: ex.Error()}
+	if ex.Requested <= ex.Limit {
+		// A call bigger than the whole cap never fits: waiting for the
+		// rollover would not help, so no Retry-After.
+		fe.RetryAfterSeconds = retryAfterSeconds(ex.RetryAfter)
 	}
+	return fe
 }
+
+// ledgerRetrySeconds is the Retry-After of a call refused because the
+// ledger is unavailable.
+const ledgerRetrySeconds = 5
 
 // retryAfterSeconds rounds d up to whole seconds, at least 1.
 func retryAfterSeconds(d time.Duration) int64 {

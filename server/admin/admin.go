@@ -65,6 +65,9 @@ func (s *Service) GetAgentUsage(ctx context.Context, req *flexwayv1.GetAgentUsag
 }
 
 func (s *Service) usage(ctx context.Context, a budget.Account) (*flexwayv1.BudgetUsage, error) {
+	if a.Tenant == "" {
+		return nil, &faults.Error{Reason: faults.InvalidRequest, Message: "tenant is required", Param: "tenant"}
+	}
 	if !s.accounts.Known(a.Tenant, a.Agent) {
 		if a.Agent != "" {
 			return nil, faults.New(faults.NotFound, "tenant %q has no agent %q", a.Tenant, a.Agent)
@@ -73,8 +76,12 @@ func (s *Service) usage(ctx context.Context, a budget.Account) (*flexwayv1.Budge
 	}
 	caps, err := s.ledger.Usage(ctx, a)
 	if err != nil {
+		if errors.Is(err, budget.ErrNoMarker) {
+			// The caller is an operator: say what to do.
+			return nil, faults.Wrap(faults.Unavailable, err, "the budget ledger is unavailable: "+budget.ErrNoMarker.Error())
+		}
 		if errors.Is(err, budget.ErrUnavailable) {
-			return nil, faults.Wrap(faults.Unavailable, err, "the budget ledger is unavailable")
+			return nil, faults.Wrap(faults.Unavailable, err, "the budget ledger is unavailable: its store cannot be reached")
 		}
 		return nil, faults.Wrap(faults.Internal, err, "the budget ledger could not be read")
 	}

@@ -200,16 +200,21 @@ type ExceededError struct {
 // (100 tokens) for 2026-11-30; it resets in 3h12m`, or, when the cap is not
 // reached but this call's reservation does not fit in what is left,
 // `tenant "acme" has 40 tokens left of its tokens_per_day cap (100 tokens)
-// for 2026-11-30, less than this call may use (1100 tokens: its input and
-// max_tokens); it resets in 3h12m`.
+// for 2026-11-30, less than this call may use (1100 tokens: ...); it resets
+// in 3h12m`, or, when the call alone is bigger than the cap, a message
+// saying so without a wait.
 func (e *ExceededError) Error() string {
 	who := "tenant " + strconv.Quote(e.Account.Tenant)
 	if e.Scope == "agent" {
 		who = "agent " + strconv.Quote(e.Account.Agent) + " of tenant " + strconv.Quote(e.Account.Tenant)
 	}
 	u := e.Cap.Unit()
+	if e.Requested > e.Limit {
+		return fmt.Sprintf("this call may use %s (its input and output allowance), more than %s's whole %s cap (%s): lower max_tokens or send less",
+			formatQuantity(u, e.Requested), who, e.Cap, formatQuantity(u, e.Limit))
+	}
 	if e.Requested > 0 && e.Used < e.Limit {
-		return fmt.Sprintf("%s has %s left of its %s cap (%s) for %s, less than this call may use (%s: its input and max_tokens); it resets in %s",
+		return fmt.Sprintf("%s has %s left of its %s cap (%s) for %s, less than this call may use (%s: its input and output allowance, max_tokens or the configured default); it resets in %s",
 			who, formatQuantity(u, e.Limit-e.Used), e.Cap, formatQuantity(u, e.Limit), e.Period, formatQuantity(u, e.Requested), formatWait(e.RetryAfter))
 	}
 	return fmt.Sprintf("%s reached its %s cap (%s) for %s; it resets in %s",

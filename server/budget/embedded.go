@@ -458,3 +458,13 @@ func (h *resHeap) Pop() any {
 	r.index = -1
 	return r
 }
+
+// ping implements Store: the file is usable until Close.
+func (s *embedded) ping(context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return s.unusable("closed")
+	}
+	return nil
+}

@@ -540,6 +540,12 @@ func (l *Ledger) Usage(ctx context.Context, a Account) ([]CapUsage, error) {
 	return out, nil
 }
 
+// Ping reports whether the ledger can meter calls now: nil, or an error
+// wrapping [ErrUnavailable] (Redis unreachable, or without its marker:
+// [ErrNoMarker]; an embedded ledger after Close). It is what readiness
+// checks ask.
+func (l *Ledger) Ping(ctx context.Context) error { return l.store.ping(ctx) }
+
 // Close closes the store; the ledger must not be used afterwards (calls
 // then fail with errors wrapping [ErrUnavailable], except those that need no
 // store I/O). Close is idempotent.

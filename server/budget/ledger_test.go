@@ -265,7 +265,7 @@ func TestRolloverUTC(t *testing.T) {
 		_, err = l.Reserve(ctx, acme, Amount{NanoEUR: 501})
 		wantExceeded(t, refused(t, err), ExceededError{Account: acme, Scope: "tenant", Cap: EURPerMonth,
 			Period: "2026-11", Limit: 1000, Used: 500, Requested: 501, RetryAfter: time.Minute})
-		if msg := err.Error(); msg != `tenant "acme" has 0.0000005 EUR left of its eur_per_month cap (0.000001 EUR) for 2026-11, less than this call may use (0.000000501 EUR: its input and max_tokens); it resets in 1m` {
+		if msg := err.Error(); msg != `tenant "acme" has 0.0000005 EUR left of its eur_per_month cap (0.000001 EUR) for 2026-11, less than this call may use (0.000000501 EUR: its input and output allowance, max_tokens or the configured default); it resets in 1m` {
 			t.Errorf("message %q", msg)
 		}
 

@@ -157,7 +157,6 @@ type redisStore struct {
 // Redis must run with persistence (AOF or RDB): a Redis that restarts empty
 // is detected by the missing marker and refuses metered calls.
 func OpenRedis(ctx context.Context, url string) (Store, error) {
-	quietRedis.Do(func() { redis.SetLogger(discardLogger{}) })
 	c, addr, err := redisClient(url)
 	if err != nil {
 		return nil, err
@@ -214,6 +213,7 @@ func InitRedis(ctx context.Context, url string) (created bool, err error) {
 }
 
 func redisClient(raw string) (*redis.Client, string, error) {
+	quietRedis.Do(func() { redis.SetLogger(discardLogger{}) })
 	addr := redactURL(raw)
 	o, err := redis.ParseURL(raw)
 	if err != nil {
@@ -379,6 +379,18 @@ func (s *redisStore) balances(ctx context.Context, buckets []string, now time.Ti
 func (s *redisStore) Close() error {
 	if err := s.c.Close(); err != nil && !errors.Is(err, redis.ErrClosed) {
 		return err
+	}
+	return nil
+}
+
+// ping implements Store: Redis answers and holds the marker.
+func (s *redisStore) ping(ctx context.Context) error {
+	n, err := s.c.Exists(ctx, markerKey).Result()
+	if err != nil {
+		return s.fail(ctx, "ping", err)
+	}
+	if n == 0 {
+		return fmt.Errorf("%w: redis %s: %w", ErrUnavailable, s.addr, ErrNoMarker)
 	}
 	return nil
 }

@@ -31,6 +31,7 @@ func TestRedisMarker(t *testing.T) {
 	l := New(p, srv.open(t), Options{Now: newClock(t0).Now})
 	defer l.Close()
 
+	wantNoMarker(t, "Ping", l.Ping(ctx))
 	_, err := l.Reserve(ctx, acme, Amount{Tokens: 1})
 	wantNoMarker(t, "Reserve", err)
 	_, err = l.Check(ctx, acme)
@@ -53,6 +54,9 @@ func TestRedisMarker(t *testing.T) {
 	created, err = InitRedis(ctx, srv.url)
 	if err != nil || created {
 		t.Fatalf("second InitRedis: %v, %v; want not created", created, err)
+	}
+	if err := l.Ping(ctx); err != nil {
+		t.Fatalf("Ping after init: %v", err)
 	}
 	mustCommit(t, l, mustReserve(t, l, acme, Amount{Tokens: 1}), Amount{Tokens: 1})
 	mustCommit(t, free, r, Amount{Tokens: 1}) // the failed commit can be retried

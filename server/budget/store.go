@@ -34,6 +34,10 @@ type Store interface {
 	release(ctx context.Context, id string, lines []line, now time.Time) error
 	// balances returns committed and unexpired reserved totals per bucket.
 	balances(ctx context.Context, buckets []string, now time.Time) ([]balance, error)
+	// ping reports whether the store can meter calls now: nil, or an
+	// error wrapping ErrUnavailable (and ErrNoMarker for a Redis without
+	// its marker).
+	ping(ctx context.Context) error
 }
 
 // line is one bucket touched by an operation.

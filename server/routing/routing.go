@@ -142,7 +142,9 @@ func (t *Table) compile() {
 
 // plan computes the plan of a call whose tenant and agent chose name.
 func (t *Table) plan(name string, capability call.Capability, sensitive, soft bool) (Plan, error) {
-	if soft && t.SoftBackend != "" && t.Backends[t.SoftBackend].Has(capability) {
+	// The soft backend serves the call only if it may: an external one
+	// never takes a sensitive call, which keeps its own route instead.
+	if sb, ok := t.Backends[t.SoftBackend]; soft && ok && sb.Has(capability) && !(sensitive && sb.External) {
 		name = t.SoftBackend
 	}
 	if !t.Backends[name].Has(capability) {

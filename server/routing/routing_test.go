@@ -20,7 +20,8 @@ func table() *routing.Table {
 		SoftBackend:      "cheap",
 		Capabilities:     map[call.Capability]string{call.Vision: "main", call.Embeddings: "embedder"},
 		Tenants: map[string]routing.Tenant{
-			"acme": {Backend: "main", Agents: map[string]string{"support-bot": "cheap"}},
+			"acme":     {Backend: "main", Agents: map[string]string{"support-bot": "cheap"}},
+			"internal": {Backend: "onprem"},
 		},
 		Backends: map[string]routing.Backend{
 			"main":     {Capabilities: []call.Capability{call.Chat, call.Vision}, External: true, Fallback: []string{"cheap", "onprem"}},
@@ -48,6 +49,7 @@ func TestPlan(t *testing.T) {
 		{name: "soft goes to the soft backend", req: routing.Request{Tenant: "acme", Capability: call.Chat, Soft: true}, want: []string{"cheap"}},
 		{name: "soft backend without the capability keeps the route", req: routing.Request{Tenant: "acme", Capability: call.Vision, Soft: true}, want: []string{"main"}},
 		{name: "soft never widens a sensitive call", req: routing.Request{Tenant: "acme", Capability: call.Chat, Soft: true, Sensitive: true}, want: []string{"onprem"}},
+		{name: "a sensitive call past the soft mark keeps its internal route", req: routing.Request{Tenant: "internal", Capability: call.Chat, Soft: true, Sensitive: true}, want: []string{"onprem"}},
 		{name: "sensitive vision has no internal backend", req: routing.Request{Tenant: "globex", Capability: call.Vision, Sensitive: true}, reason: faults.SensitiveNoInternalBackend},
 	}
 	for _, tt := range tests {
@@ -77,5 +79,21 @@ func TestPlanCapabilityUnavailable(t *testing.T) {
 	var fe *faults.Error
 	if !errors.As(err, &fe) || fe.Reason != faults.CapabilityUnavailable {
 		t.Fatalf("err = %v, want capability_unavailable", err)
+	}
+}
+
+// TestSoftSwitchKeepsSensitiveCallsServed: past the soft mark, a sensitive
+// call whose own route is internal keeps it when the soft backend is
+// external, even with no sensitive_backend to fall back on.
+func TestSoftSwitchKeepsSensitiveCallsServed(t *testing.T) {
+	tb := table()
+	tb.SensitiveBackend = ""
+	p, err := tb.Plan(routing.Request{Tenant: "internal", Capability: call.Chat, Soft: true, Sensitive: true})
+	if err != nil || len(p.Backends) == 0 || p.Backends[0] != "onprem" {
+		t.Fatalf("plan %v, %v; want onprem", p.Backends, err)
+	}
+	// Not sensitive: the soft backend takes it.
+	if p, _ := tb.Plan(routing.Request{Tenant: "internal", Capability: call.Chat, Soft: true}); p.Backends[0] != "cheap" {
+		t.Fatalf("plan %v, want the soft backend cheap", p.Backends)
 	}
 }
