@@ -181,7 +181,7 @@ func buildBackends(cfg *config.Config) (map[string]backends.Backend, map[string]
 			}
 			auth.Secret = v
 		}
-		ob, err := openai.New(openai.Options{
+		o := openai.Options{
 			Name:         name,
 			URL:          b.URL,
 			Auth:         auth,
@@ -190,7 +190,15 @@ func buildBackends(cfg *config.Config) (map[string]backends.Backend, map[string]
 			DefaultModel: b.DefaultModel,
 			Timeout:      b.Timeout.Std(),
 			IdleTimeout:  b.IdleTimeout.Std(),
-		})
+			MeteredBy:    string(b.Metering),
+		}
+		if b.Kind == config.KindRelay {
+			// Only a relay passes the caller's identity, from the call
+			// state, under the names it declares.
+			h := b.IdentityHeaders
+			o.IdentityHeaders = openai.IdentityHeaders{Tenant: h.Tenant, Agent: h.Agent, Sensitive: h.Sensitive}
+		}
+		ob, err := openai.New(o)
 		if err != nil {
 			return nil, nil, fmt.Errorf("ai.backends.%s: %w", name, err)
 		}

@@ -43,3 +43,28 @@ func TestExampleConfigValidates(t *testing.T) {
 		t.Errorf("warnings:\n%s", out.String())
 	}
 }
+
+// TestNotYetEnforcedSaysNothingOfRelaysOrTLS: server.tls and kind: relay
+// backends (identity_headers, metering, client TLS) are enforced: the
+// compatibility files using them get no note about them, while the
+// features still pending (audit) are noted.
+func TestNotYetEnforcedSaysNothingOfRelaysOrTLS(t *testing.T) {
+	for k, v := range map[string]string{"HQ_RELAY_KEY": "h", "PARTNER_RELAY_KEY": "p", "DIRECT_KEY": "d"} {
+		t.Setenv(k, v)
+	}
+	for _, file := range []string{"relay-upstream.yaml", "server-tls.yaml"} {
+		cfg, _, err := config.Load("../../testdata/config/compat/" + file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := strings.Join(notYetEnforced(cfg), "\n")
+		if !strings.Contains(got, "audit:") {
+			t.Errorf("%s: no note for audit in:\n%s", file, got)
+		}
+		for _, bad := range []string{"tls", "relay", "identity", "metering"} {
+			if strings.Contains(got, bad) {
+				t.Errorf("%s: a note mentions %q:\n%s", file, bad, got)
+			}
+		}
+	}
+}

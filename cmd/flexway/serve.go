@@ -2,12 +2,15 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"time"
 
@@ -64,6 +67,11 @@ func serve(ctx context.Context, path string, stdout, stderr io.Writer, ready lis
 	}
 	defer gw.close()
 
+	tlsConf, err := serverTLS(cfg.Server.TLS)
+	if err != nil {
+		return err
+	}
+
 	var lc net.ListenConfig
 	grpcLis, err := lc.Listen(ctx, "tcp", cfg.Server.GRPC)
 	if err != nil {
@@ -74,12 +82,25 @@ func serve(ctx context.Context, path string, stdout, stderr io.Writer, ready lis
 		grpcLis.Close()
 		return fmt.Errorf("server.http: %w", err)
 	}
+	scheme, grpcMode := "http", "plaintext"
+	if tlsConf != nil {
+		// gRPC speaks HTTP/2 only: "h2" is the one protocol its listener
+		// offers, as grpc-go's own TLS credentials do (its clients require
+		// it). The handshake runs in the connection's goroutine, on its
+		// first read, within the server's connection timeout.
+		g := tlsConf.Clone()
+		g.NextProtos = []string{"h2"}
+		grpcLis = tls.NewListener(grpcLis, g)
+		scheme, grpcMode = "https", "TLS"
+	}
 	defer startPprof(log)()
 	hs := &http.Server{
 		Handler:           gw.http,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		// ServeTLS adds h2 and http/1.1 to a clone's NextProtos.
+		TLSConfig: tlsConf,
 	}
 	var wg sync.WaitGroup
 	errc := make(chan error, 2)
@@ -87,13 +108,20 @@ func serve(ctx context.Context, path string, stdout, stderr io.Writer, ready lis
 	go func() { defer wg.Done(); errc <- gw.grpc.Serve(grpcLis) }()
 	go func() {
 		defer wg.Done()
-		if err := hs.Serve(httpLis); !errors.Is(err, http.ErrServerClosed) {
+		var err error
+		if tlsConf != nil {
+			err = hs.ServeTLS(httpLis, "", "") // the certificate is in TLSConfig
+		} else {
+			err = hs.Serve(httpLis)
+		}
+		if !errors.Is(err, http.ErrServerClosed) {
 			errc <- err
 		}
 	}()
 	gw.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-	log.Info("flexway serving", "http", httpLis.Addr().String(), "grpc", grpcLis.Addr().String(), "version", version)
-	fmt.Fprintf(stdout, "flexway: serving OpenAI API on http://%s/v1 and gRPC on %s\n", httpLis.Addr(), grpcLis.Addr())
+	log.Info("flexway serving", "http", httpLis.Addr().String(), "grpc", grpcLis.Addr().String(),
+		"tls", tlsConf != nil, "client_certificates", tlsConf != nil && tlsConf.ClientAuth == tls.RequireAndVerifyClientCert, "version", version)
+	fmt.Fprintf(stdout, "flexway: serving OpenAI API on %s://%s/v1 and gRPC (%s) on %s\n", scheme, httpLis.Addr(), grpcMode, grpcLis.Addr())
 	if ready != nil {
 		ready(httpLis.Addr().String(), grpcLis.Addr().String())
 	}
@@ -129,4 +157,40 @@ func serve(ctx context.Context, path string, stdout, stderr io.Writer, ready lis
 	wg.Wait()
 	log.Info("flexway stopped")
 	return runErr
+}
+
+// serverTLS loads server.tls: nil when it is not enabled, else a TLS 1.2+
+// configuration with the certificate chain and key, and, with
+// client_ca_file, client certificates required and verified against it.
+// The files are read once, here; errors name the key path and the file.
+func serverTLS(t config.ServerTLS) (*tls.Config, error) {
+	if !t.Enabled() {
+		return nil, nil
+	}
+	certPEM, err := os.ReadFile(t.CertFile)
+	if err != nil {
+		return nil, fmt.Errorf("server.tls.cert_file: %w", err)
+	}
+	keyPEM, err := os.ReadFile(t.KeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("server.tls.key_file: %w", err)
+	}
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("server.tls.cert_file: %s with key_file %s: %w", t.CertFile, t.KeyFile, err)
+	}
+	conf := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{pair}}
+	if t.ClientCAFile != "" {
+		caPEM, err := os.ReadFile(t.ClientCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("server.tls.client_ca_file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(caPEM) {
+			return nil, fmt.Errorf("server.tls.client_ca_file: %s: no PEM certificate in it", t.ClientCAFile)
+		}
+		conf.ClientCAs = pool
+		conf.ClientAuth = tls.RequireAndVerifyClientCert
+	}
+	return conf, nil
 }

@@ -9,7 +9,8 @@ import (
 )
 
 // validate loads the configuration and builds the gateway exactly as serve
-// does, without opening listeners; it prints every error and warning.
+// does, and loads server.tls's files, without opening listeners; it prints
+// every error and warning.
 // Errors make it fail (exit 1); warnings alone do not.
 func validate(path string, stdout io.Writer) error {
 	cfg, warnings, err := config.Load(path)
@@ -32,6 +33,11 @@ func validate(path string, stdout io.Writer) error {
 		return errSilent
 	}
 	gw.close()
+	// The listeners' certificate and key are read as serve reads them.
+	if _, err := serverTLS(cfg.Server.TLS); err != nil {
+		fmt.Fprintln(stdout, "error:", err)
+		return errSilent
+	}
 	pending := notYetEnforced(cfg)
 	for _, p := range pending {
 		fmt.Fprintln(stdout, "note:", p)

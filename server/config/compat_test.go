@@ -231,6 +231,80 @@ func TestCompatFilesLoad(t *testing.T) {
 			{"telemetry.prometheus (defaulted)", cfg.Telemetry.PrometheusEnabled(), true},
 		})
 	})
+
+	t.Run("relay-upstream", func(t *testing.T) {
+		t.Setenv("HQ_RELAY_KEY", "hq-relay-key")
+		t.Setenv("PARTNER_RELAY_KEY", "partner-relay-key")
+		cfg, warnings, err := config.Load(filepath.Join(compatDir, "relay-upstream.yaml"))
+		if err != nil {
+			t.Fatalf("Load: %v", err)
+		}
+		// Both relays are metered upstream: nothing to warn about.
+		if len(warnings) != 0 {
+			t.Errorf("warnings: %v", warnings)
+		}
+		dir, err := filepath.Abs(compatDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hq, partner := cfg.AI.Backends["hq"], cfg.AI.Backends["partner"]
+		runChecks(t, []check{
+			{"ai.backend", cfg.AI.Backend, "hq"},
+			{"ai.sensitive_backend", cfg.AI.SensitiveBackend, "hq"},
+			{"hq.kind", hq.Kind, config.KindRelay},
+			{"hq.url", hq.URL, "https://flexway-hq.example.com:8443/v1"},
+			{"hq.auth", []any{hq.Auth.Type, resolve(t, hq.Auth.Secret)}, []any{config.AuthBearer, "hq-relay-key"}},
+			{"hq.tls", hq.TLS, config.BackendTLS{
+				CAFile:   filepath.Join(dir, "certs", "hq-ca.pem"),
+				CertFile: filepath.Join(dir, "certs", "edge.pem"),
+				KeyFile:  filepath.Join(dir, "certs", "edge-key.pem"),
+			}},
+			{"hq.external", hq.IsExternal(), false},
+			{"hq.metering", hq.Metering, config.MeteringUpstream},
+			{"hq.identity_headers", hq.IdentityHeaders,
+				config.IdentityHeaders{Tenant: "Flexway-Tenant", Agent: "Flexway-Agent", Sensitive: "Flexway-Sensitive"}},
+			{"hq.capabilities", hq.Capabilities, []config.Capability{config.CapabilityChat, config.CapabilityEmbeddings}},
+			{"partner.kind", partner.Kind, config.KindRelay},
+			{"partner.external (a relay's default)", partner.IsExternal(), true},
+			{"partner.auth", []any{partner.Auth.Type, partner.Auth.Name, resolve(t, partner.Auth.Secret)}, []any{config.AuthHeader, "X-Relay-Key", "partner-relay-key"}},
+			{"partner.metering", partner.Metering, config.MeteringUpstream},
+			{"partner.identity_headers", partner.IdentityHeaders, config.IdentityHeaders{Tenant: "X-Partner-Tenant"}},
+			{"partner.capabilities (defaulted)", partner.Capabilities, []config.Capability{config.CapabilityChat}},
+			{"partner.tls (none)", partner.TLS, config.BackendTLS{}},
+		})
+	})
+
+	t.Run("server-tls", func(t *testing.T) {
+		t.Setenv("DIRECT_KEY", "direct-key")
+		cfg, warnings, err := config.Load(filepath.Join(compatDir, "server-tls.yaml"))
+		if err != nil {
+			t.Fatalf("Load: %v", err)
+		}
+		if len(warnings) != 0 {
+			t.Errorf("warnings: %v", warnings)
+		}
+		dir, err := filepath.Abs(compatDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runChecks(t, []check{
+			{"server.http", cfg.Server.HTTP, "0.0.0.0:8443"},
+			{"server.grpc", cfg.Server.GRPC, "0.0.0.0:9443"},
+			{"server.tls enabled", cfg.Server.TLS.Enabled(), true},
+			{"server.tls", cfg.Server.TLS, config.ServerTLS{
+				CertFile:     filepath.Join(dir, "tls", "server.pem"),
+				KeyFile:      filepath.Join(dir, "tls", "server-key.pem"),
+				ClientCAFile: "/etc/flexway/clients-ca.pem",
+			}},
+			{"relays[0].name", cfg.Identity.Relays[0].Name, "edge"},
+			{"relays[0].hash", cfg.Identity.Relays[0].Hash(), sha256.Sum256([]byte("bar"))},
+			{"relays[0].identity_headers", cfg.Identity.Relays[0].IdentityHeaders,
+				config.IdentityHeaders{Tenant: "Flexway-Tenant", Agent: "Flexway-Agent", Sensitive: "Flexway-Sensitive"}},
+			{"api_keys[0].hash", cfg.Identity.APIKeys[0].Hash(), sha256.Sum256([]byte("direct-key"))},
+			{"acme agents", len(cfg.AI.Tenants["acme"].Agents), 1},
+			{"ai.backend (the only backend)", cfg.AI.Backend, "model"},
+		})
+	})
 }
 
 func sha256Of(s string) [32]byte { return sha256.Sum256([]byte(s)) }

@@ -30,8 +30,11 @@ import (
 // store without its path or url; unknown enum values; non-positive
 // timeouts and limits.
 //
-// Warnings: a default_model not in models; a relay metered locally (the peer
-// meters it again); max_image_bytes above max_body_bytes; a redis URL with
+// Relay backends: identity_headers only on a kind: relay backend, and with
+// agent or sensitive named, tenant too.
+//
+// Warnings: a default_model not in models; a relay metered locally
+// (consumption is counted by both gateways); max_image_bytes above max_body_bytes; a redis URL with
 // an inline password; a tenant or agent sensitive by configuration whose
 // calls route to an external backend while ai.sensitive_backend is not set
 // (every such call is refused). [Load] also warns about a token_file it
@@ -469,10 +472,14 @@ func (b Backend) validate(col *collector, name string, all map[string]Backend) {
 	case !b.Metering.Valid():
 		col.errorf(path+".metering", "unknown metering %q: want local or upstream", b.Metering)
 	case b.Kind == KindRelay && b.Metering == MeteringLocal:
-		col.warnf(path+".metering", "relay metered locally: the peer will meter it again; set metering: upstream if the peer bills")
+		col.warnf(path+".metering", "relay metered locally: consumption is counted by both gateways, this one and the peer; set metering: upstream if the peer meters and bills")
 	}
-	if !b.IdentityHeaders.IsZero() && b.Kind != KindRelay {
+	switch h := b.IdentityHeaders; {
+	case !h.IsZero() && b.Kind != KindRelay:
 		col.errorf(path+".identity_headers", "only a kind: relay backend receives the caller's identity")
+	case !h.IsZero() && h.Tenant == "":
+		// The peer refuses a relay's call that passes no tenant.
+		col.errorf(path+".identity_headers.tenant", "required with agent or sensitive: the peer needs the header carrying the caller's tenant")
 	}
 	checkHeaders(col, path+".identity_headers", b.IdentityHeaders)
 }

@@ -272,6 +272,14 @@ func TestValidate(t *testing.T) {
 		{name: "identity headers on an openai backend", edit: func(c *config.Config) {
 			backend(c, "cheap", func(b *config.Backend) { b.IdentityHeaders.Tenant = "Flexway-Tenant" })
 		}, wantPath: "ai.backends.cheap.identity_headers", wantText: "only a kind: relay backend"},
+		{name: "relay identity headers without tenant", edit: func(c *config.Config) {
+			backend(c, "peer", func(b *config.Backend) {
+				b.IdentityHeaders = config.IdentityHeaders{Agent: "Flexway-Agent", Sensitive: "Flexway-Sensitive"}
+			})
+		}, wantPath: "ai.backends.peer.identity_headers.tenant", wantText: "required with agent or sensitive"},
+		{name: "relay identity header not a token", edit: func(c *config.Config) {
+			backend(c, "peer", func(b *config.Backend) { b.IdentityHeaders = config.IdentityHeaders{Tenant: "Flexway Tenant"} })
+		}, wantPath: "ai.backends.peer.identity_headers.tenant", wantText: "not a valid header name"},
 
 		// Budget, tenants, vision.
 		{name: "soft zero", edit: func(c *config.Config) { c.AI.Budget.Soft = 0 },
@@ -328,7 +336,7 @@ func TestValidate(t *testing.T) {
 			backend(c, "peer", func(b *config.Backend) { b.Metering = config.MeteringLocal })
 		},
 			wantPath: "ai.backends.peer.metering", wantWarning: true,
-			wantText: "relay metered locally: the peer will meter it again; set metering: upstream if the peer bills"},
+			wantText: "relay metered locally: consumption is counted by both gateways, this one and the peer; set metering: upstream if the peer meters and bills"},
 		{name: "image limit above body limit", edit: func(c *config.Config) { c.AI.Vision.MaxImageBytes = 32 * config.MiB },
 			wantPath: "ai.vision.max_image_bytes", wantText: "32MiB exceeds max_body_bytes (24MiB)", wantWarning: true},
 		{name: "sensitive tenant routed to its external backend", edit: func(c *config.Config) {
@@ -406,7 +414,7 @@ func TestLoadRelayMeteredLocallyWarning(t *testing.T) {
 		t.Fatalf("warnings = %v, want one", warnings)
 	}
 	// metering is absent: the warning points at the backend's line.
-	want := path + ":12: warning: ai.backends.peer.metering: relay metered locally: the peer will meter it again; set metering: upstream if the peer bills"
+	want := path + ":12: warning: ai.backends.peer.metering: relay metered locally: consumption is counted by both gateways, this one and the peer; set metering: upstream if the peer meters and bills"
 	if got := warnings[0].Error(); got != want {
 		t.Errorf("warning =\n  %s\nwant\n  %s", got, want)
 	}

@@ -15,6 +15,7 @@ import (
 
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
 	"github.com/flexway/flexway/server/backends"
+	"github.com/flexway/flexway/server/call"
 	"github.com/flexway/flexway/server/faults"
 	"github.com/flexway/flexway/server/openaiwire"
 )
@@ -29,7 +30,7 @@ const (
 	maxTokenFileBytes = 64 << 10
 )
 
-// Backend is a `kind: openai` backend. It implements [backends.Backend] and
+// Backend is a `kind: openai` or `kind: relay` backend. It implements [backends.Backend] and
 // is safe for concurrent use; all calls share one connection pool.
 type Backend struct {
 	name          string
@@ -46,6 +47,12 @@ type Backend struct {
 	authName, authValue string
 	tokenFile           string
 
+	// identity holds the canonical identity header names of a relay;
+	// zero for an openai backend.
+	identity IdentityHeaders
+	// meteredBy is MeteredLocal or MeteredUpstream.
+	meteredBy string
+
 	client    *http.Client
 	transport *http.Transport // nil when Options.Transport was given
 }
@@ -55,6 +62,11 @@ var _ backends.Backend = (*Backend)(nil)
 // Name returns the backend's key in ai.backends. It implements
 // [backends.Backend.Name].
 func (b *Backend) Name() string { return b.name }
+
+// MeteredBy returns who meters and bills the backend's calls:
+// [MeteredLocal] or [MeteredUpstream] (Options.MeteredBy), the value of
+// the metered_by label of audit lines and metric series.
+func (b *Backend) MeteredBy() string { return b.meteredBy }
 
 // CloseIdleConnections closes the pool's idle connections, for a backend
 // being replaced by a configuration reload; calls in flight are not
@@ -198,6 +210,7 @@ func (b *Backend) send(ctx context.Context, url string, body []byte, accept stri
 	if authName != "" {
 		req.Header[authName] = []string{authValue}
 	}
+	b.setIdentity(ctx, req.Header)
 	headerTimer := time.AfterFunc(b.timeout, func() { cancel(errHeaderTimeout) })
 	resp, err := b.client.Do(req)
 	headerTimer.Stop()
@@ -221,6 +234,30 @@ func (b *Backend) send(ctx context.Context, url string, body []byte, accept stri
 		return nil, faults.Wrap(faults.UpstreamError, err, "upstream "+b.name+" answered an unreadable body")
 	}
 	return ex, nil
+}
+
+// setIdentity adds, for a relay, the call's identity under the declared
+// header names, from the call state: never from the caller's headers.
+func (b *Backend) setIdentity(ctx context.Context, h http.Header) {
+	if b.identity.isZero() {
+		return
+	}
+	st := call.FromContext(ctx)
+	if st == nil {
+		return
+	}
+	// Values from an API key or a relay's headers: a value that could
+	// not be sent as a header is left out rather than mangled.
+	set := func(name, v string) {
+		if name != "" && v != "" && validHeaderValue(v) {
+			h[name] = []string{v}
+		}
+	}
+	set(b.identity.Tenant, st.Tenant)
+	set(b.identity.Agent, st.Agent)
+	if st.Sensitive {
+		set(b.identity.Sensitive, "true")
+	}
 }
 
 // credentials returns the auth header of one call; a token file is read

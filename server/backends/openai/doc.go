@@ -36,6 +36,12 @@
 // type and code, bounded, are kept); of an HTTP client error they keep the
 // URL without its user info and query, which may hold a credential.
 //
+// A `kind: relay` backend, another Flexway, is this backend with
+// [Options.IdentityHeaders]: the caller's tenant, agent and sensitivity,
+// taken from the call state and never from the caller's headers, are sent
+// under the declared names, besides the backend's own credentials and
+// client certificate.
+//
 // JSON encoding and decoding is package openaiwire's; this package only
 // moves bytes.
 package openai

@@ -51,7 +51,8 @@ const (
 )
 
 // Options configures a [Backend]; it mirrors ai.backends.<name> of a
-// `kind: openai` backend, secrets already resolved.
+// `kind: openai` or `kind: relay` backend (a relay is another Flexway: the
+// same API, plus IdentityHeaders), secrets already resolved.
 type Options struct {
 	// Name is the backend's key in ai.backends. Required; it appears in
 	// error messages and in [backends.Served].
@@ -83,10 +84,48 @@ type Options struct {
 	// long the upstream request is canceled. Zero means
 	// [DefaultIdleTimeout]; negative is refused.
 	IdleTimeout time.Duration
+	// IdentityHeaders, set only for a `kind: relay` backend (another
+	// Flexway), names the headers under which each call's identity, read
+	// from its call state (package server/call), is sent; zero sends none.
+	// See [IdentityHeaders].
+	IdentityHeaders IdentityHeaders
+	// MeteredBy is who meters and bills the backend's calls:
+	// [MeteredLocal] (the default when empty) or [MeteredUpstream] (a
+	// relay whose peer meters; the local caps still hold). The backend
+	// only records it, for audit lines and metrics ([Backend.MeteredBy]).
+	MeteredBy string
 	// Transport, optional and meant for tests, replaces the pooled
 	// transport New builds; TLS is then validated but not applied.
 	Transport http.RoundTripper
 }
+
+// The values of [Options.MeteredBy].
+const (
+	// MeteredLocal: this gateway meters and bills the backend's calls.
+	MeteredLocal = "local"
+	// MeteredUpstream: the upstream (a relay's peer) meters and bills
+	// them; this gateway still holds its own caps.
+	MeteredUpstream = "upstream"
+)
+
+// IdentityHeaders names the headers under which a relay backend sends the
+// caller's identity to the peer Flexway (ai.backends.<name>.identity_headers).
+// An empty name sends nothing for that part. The values come from the
+// call's state (server/call.FromContext), never from the caller's request
+// headers: Tenant and Agent are sent when not empty, Sensitive is
+// sent as "true" only for a sensitive call. A call without a state sends
+// none.
+type IdentityHeaders struct {
+	// Tenant is the header of the caller's tenant, e.g. Flexway-Tenant.
+	Tenant string
+	// Agent is the header of the caller's agent, e.g. Flexway-Agent.
+	Agent string
+	// Sensitive is the header flagging a sensitive call, e.g.
+	// Flexway-Sensitive.
+	Sensitive string
+}
+
+func (h IdentityHeaders) isZero() bool { return h == IdentityHeaders{} }
 
 // Auth is how a backend authenticates Flexway (ai.backends.<name>.auth).
 type Auth struct {
@@ -174,6 +213,17 @@ func New(o Options) (*Backend, error) {
 	}
 	if err := b.setAuth(o.Auth); err != nil {
 		return nil, fail("auth: %w", err)
+	}
+	if err := b.setIdentityHeaders(o.IdentityHeaders); err != nil {
+		return nil, fail("identity_headers: %w", err)
+	}
+	switch o.MeteredBy {
+	case "", MeteredLocal:
+		b.meteredBy = MeteredLocal
+	case MeteredUpstream:
+		b.meteredBy = MeteredUpstream
+	default:
+		return nil, fail("metering: unknown value %q (want local or upstream)", o.MeteredBy)
 	}
 	if !o.TLS.isZero() && base.Scheme != "https" {
 		return nil, fail("tls is set but url is not https")
@@ -268,6 +318,43 @@ func (b *Backend) setAuth(a Auth) error {
 		return fmt.Errorf("unknown type %q (want none, bearer, header or token_file)", a.Type)
 	}
 	return nil
+}
+
+// setIdentityHeaders validates h and stores its canonical names: each must
+// be a valid header name, none a header the backend sets itself or its
+// auth header, and no two the same.
+func (b *Backend) setIdentityHeaders(h IdentityHeaders) error {
+	seen := map[string]string{}
+	for _, f := range []struct{ field, name string }{{"tenant", h.Tenant}, {"agent", h.Agent}, {"sensitive", h.Sensitive}} {
+		if f.name == "" {
+			continue
+		}
+		name := http.CanonicalHeaderKey(f.name)
+		switch {
+		case !validHeaderName(f.name):
+			return fmt.Errorf("%s: %q is not a valid header name", f.field, f.name)
+		case reservedHeaders[name]:
+			return fmt.Errorf("%s: header %q is set by the backend itself", f.field, f.name)
+		case name == "Authorization" || (b.authName != "" && name == b.authName):
+			return fmt.Errorf("%s: header %q carries the backend's credentials", f.field, f.name)
+		case seen[name] != "":
+			return fmt.Errorf("%s: header %q is also %s", f.field, f.name, seen[name])
+		}
+		seen[name] = f.field
+	}
+	b.identity = IdentityHeaders{
+		Tenant:    canonicalOrEmpty(h.Tenant),
+		Agent:     canonicalOrEmpty(h.Agent),
+		Sensitive: canonicalOrEmpty(h.Sensitive),
+	}
+	return nil
+}
+
+func canonicalOrEmpty(name string) string {
+	if name == "" {
+		return ""
+	}
+	return http.CanonicalHeaderKey(name)
 }
 
 // loadTLS reads the CA bundle and client key pair of t; nil when t is zero.
