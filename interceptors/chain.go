@@ -16,8 +16,10 @@ import (
 	"github.com/flexway/flexway/interceptors/identity"
 	"github.com/flexway/flexway/interceptors/sensitivity"
 	"github.com/flexway/flexway/interceptors/validate"
+	"github.com/flexway/flexway/interceptors/vision"
 	"github.com/flexway/flexway/server/admin"
 	"github.com/flexway/flexway/server/faults"
+	imagecheck "github.com/flexway/flexway/server/vision"
 )
 
 // Config holds the policies the chain enforces.
@@ -32,6 +34,9 @@ type Config struct {
 	SensitiveHeader string
 	// Validator checks request messages; nil builds a default one.
 	Validator protovalidate.Validator
+	// Vision checks image parts (sizes, data: URIs, origins); nil checks
+	// none.
+	Vision *imagecheck.Checker
 	// Budget meters chat and embeddings calls; nil meters nothing.
 	Budget *budget.Meter
 	// AdminKeySum is the SHA-256 of server.admin_key; nil turns the admin
@@ -46,11 +51,11 @@ type Config struct {
 // call passes the same interceptors. Calls pass them as an onion,
 // outermost first:
 //
-//	recovery → admin → identity → sensitivity → validate → budget → service
-//	   ↑_________________________________________________________________|  (responses return outward)
+//	recovery → admin → identity → sensitivity → validate → vision → budget → service
+//	   ↑__________________________________________________________________________|  (responses return outward)
 //
-// Validation comes before the budget so that an invalid request reserves
-// nothing. The admin interceptor checks the admin key on the admin
+// Validation and the image checks come before the budget so that a refused
+// request reserves nothing. The admin interceptor checks the admin key on the admin
 // service's calls and lets every other call through; the admin service
 // skips the tenant interceptors.
 //
@@ -97,6 +102,10 @@ func New(c Config) (*Chain, error) {
 		identity.StreamServerInterceptor(c.Keys, idOpts...),
 		sensitivity.StreamServerInterceptor(c.Sensitivity, c.SensitiveHeader),
 		validate.StreamServerInterceptor(v),
+	}
+	if c.Vision != nil {
+		unary = append(unary, vision.UnaryServerInterceptor(c.Vision))
+		stream = append(stream, vision.StreamServerInterceptor(c.Vision))
 	}
 	if c.Budget != nil {
 		unary = append(unary, c.Budget.UnaryServerInterceptor())

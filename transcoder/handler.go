@@ -153,17 +153,13 @@ func (f *front) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *fault
 	// the whole body is in (streamed answers have none). After a failed
 	// read the body is closed, so that the server closes the connection
 	// instead of waiting for the rest of the body.
-	var buf bytes.Buffer
-	if r.ContentLength > 0 {
-		buf.Grow(int(r.ContentLength) + bytes.MinRead)
-	}
 	// MaxBytesReader tells the server's own writer to close the
 	// connection after a too-large body; it needs it unwrapped.
 	mw := w
 	if rec, ok := w.(*recorder); ok {
 		mw = rec.ResponseWriter
 	}
-	_, err := buf.ReadFrom(http.MaxBytesReader(mw, r.Body, limit))
+	body, err := readAll(http.MaxBytesReader(mw, r.Body, limit), r.ContentLength)
 	if err == nil {
 		if rec, ok := w.(*recorder); ok {
 			rec.bodyDone()
@@ -181,7 +177,49 @@ func (f *front) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *fault
 		}
 		return nil, faults.Wrap(faults.InvalidRequest, err, "could not read the request body")
 	}
-	return buf.Bytes(), nil
+	return body, nil
+}
+
+// readChunk is the largest unit a body of unknown length is read in.
+const readChunk = 256 << 10
+
+// readAll reads r to its end. With a known length (n > 0) it reads into
+// one buffer of that size; otherwise into chunks (4 KiB doubling up to
+// readChunk) joined once at the end, so that memory stays within twice the body (and within
+// the limit r enforces for a body refused half way), not the sum of a
+// doubling buffer's copies.
+func readAll(r io.Reader, n int64) ([]byte, error) {
+	if n > 0 {
+		var buf bytes.Buffer
+		buf.Grow(int(n) + bytes.MinRead)
+		_, err := buf.ReadFrom(r)
+		return buf.Bytes(), err
+	}
+	var chunks [][]byte
+	total, size := 0, 4096
+	for {
+		c := make([]byte, size)
+		size = min(2*size, readChunk)
+		m, err := io.ReadFull(r, c)
+		if m > 0 {
+			chunks = append(chunks, c[:m])
+			total += m
+		}
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if len(chunks) == 1 {
+		return chunks[0], nil
+	}
+	out := make([]byte, 0, total)
+	for _, c := range chunks {
+		out = append(out, c...)
+	}
+	return out, nil
 }
 
 func (f *front) tooLarge() *faults.Error {

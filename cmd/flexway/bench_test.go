@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -153,6 +155,48 @@ func BenchmarkChatCompletionHandler(b *testing.B) {
 			slices.Sort(took)
 			b.ReportMetric(float64(took[len(took)/2].Nanoseconds()), "p50-ns")
 			b.ReportMetric(float64(took[len(took)*99/100].Nanoseconds()), "p99-ns")
+		})
+	}
+}
+
+// BenchmarkOversizedBodyRefused sends a 25 MiB chat body (over the 24 MiB
+// ai.vision.max_body_bytes) to the handler: with its Content-Length it is
+// refused unread; without one (chunked) it is read up to the limit and no
+// further. B/op is the memory one refusal costs: bounded by the limit, not
+// by the body.
+func BenchmarkOversizedBodyRefused(b *testing.B) {
+	up := newBenchUpstream(b)
+	b.Setenv("FLEXWAY_TEST_KEY", demoKey)
+	b.Setenv("FLEXWAY_TEST_UPSTREAM_TOKEN", "upstream-secret-token")
+	path := filepath.Join(b.TempDir(), "flexway.yaml")
+	if err := os.WriteFile(path, []byte(baseConfig(b, up.URL, "")), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	cfg, _, err := config.Load(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	gw, err := build(cfg, slog.New(slog.DiscardHandler), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(gw.close)
+	body := []byte(`{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("x", 25<<20) + `"}]}`)
+	for _, known := range []bool{true, false} {
+		b.Run(fmt.Sprintf("content-length=%v", known), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", bytes.NewReader(body))
+				if !known {
+					req.ContentLength = -1
+				}
+				req.Header.Set("Authorization", "Bearer "+demoKey)
+				rec := httptest.NewRecorder()
+				gw.http.ServeHTTP(rec, req)
+				if rec.Code != http.StatusRequestEntityTooLarge {
+					b.Fatalf("status %d", rec.Code)
+				}
+			}
 		})
 	}
 }

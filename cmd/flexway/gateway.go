@@ -3,12 +3,14 @@ package main
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
@@ -31,6 +33,7 @@ import (
 	"github.com/flexway/flexway/server/call"
 	"github.com/flexway/flexway/server/config"
 	"github.com/flexway/flexway/server/routing"
+	"github.com/flexway/flexway/server/vision"
 	"github.com/flexway/flexway/transcoder"
 	"github.com/flexway/flexway/transcoder/inproc"
 )
@@ -86,7 +89,16 @@ func build(cfg *config.Config, log *slog.Logger, led *budget.Ledger) (*gateway, 
 		sum := sha256.Sum256([]byte(v))
 		adminSum = &sum
 	}
+	images, err := vision.New(vision.Policy{
+		MaxImageBytes:  int64(cfg.AI.Vision.MaxImageBytes),
+		AllowDataURIs:  cfg.AI.Vision.DataURIsAllowed(),
+		AllowedOrigins: cfg.AI.Vision.AllowedOrigins,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ai.vision: %w", err)
+	}
 	chain, err := interceptors.New(interceptors.Config{
+		Vision:          images,
 		Keys:            keys,
 		OperationNamer:  newOperationNamer(),
 		Sensitivity:     sensitivePolicy{cfg},
@@ -139,7 +151,22 @@ func build(cfg *config.Config, log *slog.Logger, led *budget.Ledger) (*gateway, 
 	if err != nil {
 		return nil, err
 	}
+	var ready func() error
+	if led != nil {
+		// Not ready while metered calls would be refused: the Redis
+		// ledger is down or lost its marker. The cause is in the calls'
+		// logs, not in this unauthenticated answer.
+		ready = func() error {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			if led.Ping(ctx) != nil {
+				return errors.New("the budget ledger is unavailable: metered calls are refused")
+			}
+			return nil
+		}
+	}
 	gw.http, err = transcoder.New(transcoder.Options{
+		Ready:          ready,
 		Fallback:       adminHTTP,
 		Admit:          admit,
 		Conn:           local,

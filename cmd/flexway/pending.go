@@ -20,9 +20,6 @@ func notYetEnforced(cfg *config.Config) []string {
 	if !cfg.Server.AdminKey.IsZero() {
 		add("server.admin_key", "the console (/console) is not served; the admin REST is")
 	}
-	if len(cfg.AI.Vision.AllowedOrigins) > 0 {
-		add("ai.vision", "image size limits and allowed_origins are not checked")
-	}
 	if len(cfg.AI.GRPC.Services) > 0 || len(cfg.AI.GRPC.DescriptorSets) > 0 {
 		add("ai.grpc", "specialised-model gRPC services are not proxied")
 	}
@@ -33,7 +30,6 @@ func notYetEnforced(cfg *config.Config) []string {
 	if grpcKind {
 		add("ai.backends", "kind: grpc backends are not used")
 	}
-	add("ai.backends.*.circuit_breaker", "circuit breakers (failures, open_for) are not applied")
 	slices.Sort(out)
 	return out
 }

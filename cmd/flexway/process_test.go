@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	budgetpkg "github.com/flexway/flexway/server/budget"
 )
 
 // TestMain lets a test run the gateway as its own process: the test binary,
@@ -292,6 +294,19 @@ func TestRedisLedgerRefusesWhenLost(t *testing.T) {
 	if n := len(up.requests()); n != 0 {
 		t.Fatalf("%d calls reached the upstream unmetered", n)
 	}
+	if r, err := http.Get(g.HTTP + "/readyz"); err != nil || r.StatusCode != 503 {
+		t.Fatalf("/readyz without the marker: %v %v; want 503", r.StatusCode, err)
+	}
+	// Once initialised, the gateway is ready and meters.
+	if _, err := budgetpkg.InitRedis(context.Background(), url); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := http.Get(g.HTTP + "/readyz"); err != nil || r.StatusCode != 200 {
+		t.Fatalf("/readyz after ledger init: %v %v; want 200", r.StatusCode, err)
+	}
+	if resp := post(t, g, "/v1/chat/completions", chatBody); resp.StatusCode != 200 {
+		t.Fatalf("after ledger init: %d", resp.StatusCode)
+	}
 
 	closed := freePort(t) // nothing listens here
 	g2 := startGateway(t, budgetConfig(t, up.URL, up.URL, redisBudget("redis://"+closed+"/0", 1000000)))
@@ -299,7 +314,7 @@ func TestRedisLedgerRefusesWhenLost(t *testing.T) {
 	if resp.StatusCode != 503 {
 		t.Fatalf("unreachable Redis: %d; want 503", resp.StatusCode)
 	}
-	if n := len(up.requests()); n != 0 {
-		t.Fatalf("%d calls reached the upstream unmetered", n)
+	if n := len(up.requests()); n != 1 {
+		t.Fatalf("%d calls reached the upstream, want only the one metered after init", n)
 	}
 }
