@@ -254,7 +254,8 @@ func countWords(s string) int {
 }
 
 // messageText returns the text of a message content: the string itself, the
-// text parts of an array joined by spaces, or "" for null.
+// text parts of an array joined by spaces (an image part as "[an image]"),
+// or "" for null.
 func messageText(raw json.RawMessage) (string, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
@@ -274,8 +275,12 @@ func messageText(raw json.RawMessage) (string, error) {
 		}
 		var texts []string
 		for _, p := range parts {
-			if p.Type == "text" {
+			switch p.Type {
+			case "text":
 				texts = append(texts, p.Text)
+			case "image_url":
+				// The sample sees no pixels; it says an image came.
+				texts = append(texts, "[an image]")
 			}
 		}
 		return strings.Join(texts, " "), nil

@@ -210,12 +210,12 @@ func TestChatCompletion(t *testing.T) {
 			wantUsage: wantUsage{PromptTokens: 74, CompletionTokens: 55, TotalTokens: 129},
 		},
 		{
-			name:        "content_parts_text_only",
+			name:        "content_parts_image_said",
 			body:        `{"model":"sample-small","messages":[{"role":"user","content":[{"type":"text","text":"hello"},{"type":"image_url","image_url":{"url":"data:,"}},{"type":"text","text":"there"}]}]}`,
 			wantModel:   "sample-small",
-			wantContent: sampleAnswer("sample-small", "hello there"),
+			wantContent: sampleAnswer("sample-small", "hello [an image] there"),
 			wantChoices: 1,
-			wantUsage:   wantUsage{PromptTokens: 6, CompletionTokens: 17, TotalTokens: 23},
+			wantUsage:   wantUsage{PromptTokens: 8, CompletionTokens: 19, TotalTokens: 27},
 		},
 		{
 			name:        "no_user_message",
