@@ -341,6 +341,11 @@ func (d *decoder) decodeScalar(n *yaml.Node, v reflect.Value, path string) {
 		v.SetString(n.Value)
 		return
 	}
+	if (v.Kind() == reflect.Int || v.Kind() == reflect.Int64) && n.ShortTag() != "!!int" {
+		// yaml.v3 would truncate 30.7 (and read 1e3) into an integer.
+		d.fail(n.Line, path, fmt.Errorf("expected %s, got %q", want, n.Value))
+		return
+	}
 	p := reflect.New(v.Type())
 	if err := n.Decode(p.Interface()); err != nil {
 		d.fail(n.Line, path, fmt.Errorf("expected %s, got %s", want, nodeKind(n)))

@@ -242,6 +242,18 @@ func TestLoadDecodeErrors(t *testing.T) {
 			wantText: "0 is not in (0, 1)",
 		},
 		{
+			name:     "a fractional token cap is not truncated",
+			content:  base + "  budget: {default: {tokens_per_day: 30.7}}\n",
+			wantPath: "ai.budget.default.tokens_per_day", wantLine: 12,
+			wantText: `expected an integer, got "30.7"`,
+		},
+		{
+			name:     "an exponent is not an integer",
+			content:  base + "  budget: {default: {tokens_per_month: 1e3}}\n",
+			wantPath: "ai.budget.default.tokens_per_month", wantLine: 12,
+			wantText: `expected an integer, got "1e3"`,
+		},
+		{
 			name:     "unknown version",
 			content:  "version: 2\n" + base,
 			wantPath: "version", wantLine: 1,
