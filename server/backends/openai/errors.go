@@ -101,6 +101,10 @@ func (ex *exchange) statusError(decodeErr error) *faults.Error {
 	msg := fmt.Sprintf("upstream %s answered %d", ex.b.name, code)
 	retry := retryAfter(ex.resp.Header.Get("Retry-After"), time.Now())
 	switch {
+	case code == http.StatusForbidden && !ex.b.identity.isZero():
+		// A relay's peer is a Flexway: its 403 is a policy refusal of the
+		// caller's call (sensitive_no_internal_backend), not of our
+		// credentials, which it would refuse with 401. Relayed as is below.
 	case code == http.StatusUnauthorized || code == http.StatusForbidden:
 		return &faults.Error{
 			Reason:  faults.UpstreamError,

@@ -2,12 +2,15 @@ package openai
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/flexway/flexway/server/backends"
 	"github.com/flexway/flexway/server/call"
+	"github.com/flexway/flexway/server/faults"
 )
 
 // relayHeaders are the identity headers of the relay tests.
@@ -159,6 +162,47 @@ func TestNewRefusesRelayOptions(t *testing.T) {
 			_, err := New(tt.o)
 			if err == nil || err.Error() != `backend "peer": `+tt.want {
 				t.Fatalf("New: %v, want %q", err, `backend "peer": `+tt.want)
+			}
+		})
+	}
+}
+
+// TestRelayPeer403RelayedAsIs: a relay's peer is a Flexway, whose 403
+// refuses the caller's call (a sensitive call it cannot keep inside): it
+// reaches the caller as is. Its 401, and any backend's 403 that is not a
+// relay's, refuse Flexway's own credentials and stay an upstream error.
+func TestRelayPeer403RelayedAsIs(t *testing.T) {
+	t.Parallel()
+	const refusal = `{"error":{"message":"sensitive call: no internal backend serves chat","type":"permission_error","param":null,"code":"sensitive_no_internal_backend"}}`
+	for _, tc := range []struct {
+		name   string
+		relay  bool
+		status int
+		asIs   bool
+	}{
+		{"relay 403", true, 403, true},
+		{"relay 401", true, 401, false},
+		{"openai 403", false, 403, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			u := newUpstream(t, func(w http.ResponseWriter, _ *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(tc.status)
+				_, _ = w.Write([]byte(refusal))
+			})
+			o := Options{Auth: Auth{Type: AuthBearer, Secret: "sk-relay-key"}}
+			if tc.relay {
+				o.IdentityHeaders = relayHeaders
+			}
+			b := newBackend(t, u, o)
+			_, _, err := b.CreateChatCompletion(call.NewContext(context.Background(), &call.State{Tenant: "acme"}), chatRequest("m"))
+			var fe *faults.Error
+			if !errors.As(err, &fe) {
+				t.Fatalf("error %v", err)
+			}
+			asIs := fe.Reason == faults.UpstreamStatus && fe.UpstreamHTTPStatus == tc.status && string(fe.UpstreamBody) == refusal
+			if asIs != tc.asIs || (!tc.asIs && !errors.Is(err, backends.ErrUpstreamAuth)) {
+				t.Fatalf("%+v; want relayed as is: %v", fe, tc.asIs)
 			}
 		})
 	}
