@@ -59,6 +59,13 @@ type Config struct {
 	// exists; a call from an unknown one (a relay may pass any name) is
 	// refused: no budget can be charged to it.
 	Known func(tenant, agent string) bool
+	// Proxied, when set, gives the metering of a proxied specialised-model
+	// method by its full name ("/acme.ocr.v1.OcrService/Recognize"), false
+	// for any other method.
+	Proxied func(fullMethod string) (Proxied, bool)
+	// FrameSize gives the size in bytes of a proxied call's message (a raw
+	// frame), for per-byte metering.
+	FrameSize func(msg any) (int, bool)
 	// Logger receives a line when a served call could not be committed
 	// (amounts and ids, never content); nil discards.
 	Logger *slog.Logger
@@ -203,14 +210,22 @@ func (m *Meter) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 	}
 }
 
-// StreamServerInterceptor meters streamed chat calls: the reservation is
+// StreamServerInterceptor meters streamed chat calls (the reservation is
 // made when the service receives the request, and settled when the call
-// ends.
+// ends) and proxied specialised-model calls (see [Config.Proxied]).
 func (m *Meter) StreamServerInterceptor() grpc.StreamServerInterceptor {
-	return func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		st := call.FromContext(ss.Context())
 		if st == nil {
 			return handler(srv, ss)
+		}
+		if m.cfg.Proxied != nil {
+			if p, ok := m.cfg.Proxied(info.FullMethod); ok {
+				if p.Metering == "" {
+					return handler(srv, ss) // authenticated, not metered
+				}
+				return m.meterProxied(srv, ss, st, p, handler)
+			}
 		}
 		ms := &stream{ServerStream: ss, m: m, st: st}
 		err := handler(srv, ms)
