@@ -11,7 +11,7 @@ PROTOC_GEN_GRPC_VERSION  := v1.6.2
 GRPCURL_VERSION          := v1.9.4
 GRPC_GATEWAY_VERSION     := v2.33.0
 
-.PHONY: all tools generate check-generated lint-proto build run test test-short bench fuzz clean
+.PHONY: all tools generate check-generated lint-proto build run test test-short bench fuzz clean example-ocr
 
 all: build
 
@@ -34,8 +34,9 @@ $(BIN)/grpcurl:
 
 # Rebuild gen/ from proto/ (offline: local plugins, no BSR).
 generate: tools
-	rm -rf gen
+	rm -rf gen examples/ocr/gen
 	$(BIN)/buf generate
+	$(BIN)/buf generate --template examples/ocr/buf.gen.yaml
 
 # Fails when the committed gen/ does not match what proto/ generates; the
 # tree is left untouched. Also lints the protos.
@@ -43,7 +44,8 @@ check-generated: tools
 	$(BIN)/buf lint
 	@tmp=$$(mktemp -d) && trap 'rm -rf $$tmp' EXIT && \
 	$(BIN)/buf generate -o $$tmp && \
-	if diff -r gen $$tmp/gen; then echo "gen/ is up to date"; else echo "gen/ is stale: run make generate and commit gen/" >&2; exit 1; fi
+	$(BIN)/buf generate --template examples/ocr/buf.gen.yaml -o $$tmp && \
+	if diff -r gen $$tmp/gen && diff -r examples/ocr/gen $$tmp/examples/ocr/gen; then echo "gen/ is up to date"; else echo "gen/ is stale: run make generate and commit gen/" >&2; exit 1; fi
 
 lint-proto: $(BIN)/buf
 	$(BIN)/buf lint
@@ -51,6 +53,12 @@ lint-proto: $(BIN)/buf
 build:
 	$(GO) build -o bin/flexway ./cmd/flexway
 	$(GO) build -o bin/flexway-sample ./cmd/flexway-sample
+
+# The OCR example (README, "Meter a specialised model"): the descriptor set
+# Flexway reads the methods' metering from, and the example model's server.
+example-ocr: $(BIN)/buf
+	$(BIN)/buf build examples/ocr/proto -o examples/ocr/ocr.binpb
+	$(GO) build -o bin/ocr-server ./examples/ocr/server
 
 # The gateway on examples/flexway.yaml in front of the
 # local sample model, offline. Ctrl-C stops both.
