@@ -194,3 +194,43 @@ func TestCircuitBreakerStopsCalls(t *testing.T) {
 		t.Errorf("spare served %d calls, want 12", spare.calls.Load())
 	}
 }
+
+// TestRelayWithoutSensitiveHeaderIsExternalForRouting: an internal relay
+// that cannot pass the sensitive flag to its peer never gets a sensitive
+// call: the peer could send it outside.
+func TestRelayWithoutSensitiveHeaderIsExternalForRouting(t *testing.T) {
+	inner := newCounting(t, jsonHandler(200, completion))
+	peer := newCounting(t, jsonHandler(200, completion))
+	cfg := fmt.Sprintf(`
+server:
+  http: %s
+  grpc: %s
+identity:
+  api_keys:
+    - {name: acme-bot, key: env:FLEXWAY_TEST_KEY, tenant: acme, agent: bot}
+ai:
+  backend: hq
+  sensitive_backend: inner
+  backends:
+    hq:
+      kind: relay
+      url: %s/v1
+      external: false
+      metering: upstream
+      identity_headers: {tenant: Flexway-Tenant}
+    inner:
+      url: %s/v1
+      external: false
+`, freePort(t), freePort(t), peer.URL, inner.URL)
+	g := startGateway(t, cfg)
+	for _, sensitive := range []string{"", "true"} {
+		resp := send(t, g, "POST", "/v1/chat/completions", strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`), map[string]string{"Flexway-Sensitive": sensitive})
+		io.Copy(io.Discard, resp.Body)
+		if resp.StatusCode != 200 {
+			t.Fatalf("sensitive %q: %d", sensitive, resp.StatusCode)
+		}
+	}
+	if peer.calls.Load() != 1 || inner.calls.Load() != 1 {
+		t.Fatalf("relay got %d calls, inner %d; want the plain call on the relay, the sensitive one inside", peer.calls.Load(), inner.calls.Load())
+	}
+}

@@ -256,7 +256,10 @@ func routingTable(cfg *config.Config) *routing.Table {
 		t.Tenants[name] = rt
 	}
 	for name, b := range cfg.AI.Backends {
-		rb := routing.Backend{External: b.IsExternal(), Fallback: b.Fallback}
+		// A relay that cannot pass the sensitive flag on is external for
+		// routing: the peer could send a sensitive call outside.
+		external := b.IsExternal() || (b.Kind == config.KindRelay && b.IdentityHeaders.Sensitive == "")
+		rb := routing.Backend{External: external, Fallback: b.Fallback}
 		for _, c := range b.Capabilities {
 			rb.Capabilities = append(rb.Capabilities, call.Capability(c))
 		}

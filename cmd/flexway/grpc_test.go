@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
 )
@@ -254,5 +255,37 @@ func TestGRPCurlReflection(t *testing.T) {
 	}
 	if n := len(up.requests()); n != 1 {
 		t.Fatalf("upstream saw %d requests", n)
+	}
+}
+
+// TestGRPCBadInputNeverReachesUpstream: over gRPC as over HTTP, an empty
+// embeddings input, an unknown encoding format, a non-positive dimension
+// and a chat message without a role are INVALID_ARGUMENT, never sent on.
+func TestGRPCBadInputNeverReachesUpstream(t *testing.T) {
+	up := newUpstream(t, jsonHandler(200, completion))
+	g := startGateway(t, baseConfig(t, up.URL, ""))
+	conn := grpcConn(t, g)
+	emb := flexwayv1.NewEmbeddingsServiceClient(conn)
+	text := func(s string) *flexwayv1.EmbeddingInput {
+		return &flexwayv1.EmbeddingInput{Input: &flexwayv1.EmbeddingInput_Text{Text: s}}
+	}
+	for name, req := range map[string]*flexwayv1.CreateEmbeddingRequest{
+		"empty text":      {Model: "m", Input: text("")},
+		"empty in texts":  {Model: "m", Input: &flexwayv1.EmbeddingInput{Input: &flexwayv1.EmbeddingInput_Texts{Texts: &flexwayv1.Texts{Values: []string{"a", ""}}}}},
+		"encoding int8":   {Model: "m", Input: text("a"), EncodingFormat: proto.String("int8")},
+		"dimensions zero": {Model: "m", Input: text("a"), Dimensions: proto.Int32(0)},
+	} {
+		if _, err := emb.CreateEmbedding(withKey(t, demoKey), req); status.Code(err) != codes.InvalidArgument {
+			t.Errorf("%s: %v, want INVALID_ARGUMENT", name, err)
+		}
+	}
+	_, err := flexwayv1.NewChatServiceClient(conn).CreateChatCompletion(withKey(t, demoKey), &flexwayv1.CreateChatCompletionRequest{
+		Model: "m", Messages: []*flexwayv1.ChatMessage{{Content: &flexwayv1.ChatMessage_Text{Text: "x"}}},
+	})
+	if status.Code(err) != codes.InvalidArgument {
+		t.Errorf("chat message without a role: %v, want INVALID_ARGUMENT", err)
+	}
+	if n := len(up.requests()); n != 0 {
+		t.Errorf("%d bad requests reached the upstream", n)
 	}
 }

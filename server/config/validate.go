@@ -480,6 +480,11 @@ func (b Backend) validate(col *collector, name string, all map[string]Backend) {
 	case !h.IsZero() && h.Tenant == "":
 		// The peer refuses a relay's call that passes no tenant.
 		col.errorf(path+".identity_headers.tenant", "required with agent or sensitive: the peer needs the header carrying the caller's tenant")
+	case b.Kind == KindRelay && h.IsZero():
+		col.warnf(path+".identity_headers", "not set: the peer gets no tenant and refuses every call; declare at least tenant (and sensitive)")
+	}
+	if b.Kind == KindRelay && !b.IsExternal() && b.IdentityHeaders.Sensitive == "" {
+		col.warnf(path+".identity_headers.sensitive", "not set: the peer cannot know a call is sensitive, so sensitive calls are never sent to this relay although it is declared external: false")
 	}
 	checkHeaders(col, path+".identity_headers", b.IdentityHeaders)
 }

@@ -44,9 +44,10 @@ func validConfig(t *testing.T) *config.Config {
 				},
 				"cheap":  {URL: "https://cheap.example.com/v1", Price: config.Price{Input: 0.15, Output: 0.6}},
 				"onprem": {URL: "http://10.0.0.5:8000/v1", External: ptr(false), Capabilities: []config.Capability{chat, embeddings}},
-				"peer":   {Kind: config.KindRelay, URL: "https://hq.example.com/v1", Metering: config.MeteringUpstream},
-				"ocr":    {Kind: config.KindGRPC, URL: "dns:///ocr.internal:9000"},
-				"ocr2":   {Kind: config.KindGRPC, URL: "ocr2.internal:9000"},
+				"peer": {Kind: config.KindRelay, URL: "https://hq.example.com/v1", Metering: config.MeteringUpstream,
+					IdentityHeaders: config.IdentityHeaders{Tenant: "Flexway-Tenant", Agent: "Flexway-Agent", Sensitive: "Flexway-Sensitive"}},
+				"ocr":  {Kind: config.KindGRPC, URL: "dns:///ocr.internal:9000"},
+				"ocr2": {Kind: config.KindGRPC, URL: "ocr2.internal:9000"},
 			},
 			GRPC: config.GRPC{Services: map[string]string{"acme.ocr.v1.OcrService": "ocr"}},
 		},
@@ -405,7 +406,7 @@ func TestApplyDefaultsOnlyBackend(t *testing.T) {
 // A relay is external unless declared otherwise; the warning about local
 // metering follows the relay, wherever it is in the file.
 func TestLoadRelayMeteredLocallyWarning(t *testing.T) {
-	content := base + "    peer:\n      kind: relay\n      url: https://hq.example.com/v1\n  backend: main\n"
+	content := base + "    peer:\n      kind: relay\n      url: https://hq.example.com/v1\n      identity_headers: {tenant: Flexway-Tenant}\n  backend: main\n"
 	path, errs, warnings := loadProblems(t, content)
 	if errs != nil {
 		t.Fatal(errs)
@@ -534,5 +535,23 @@ func TestValidateSensitiveRoutes(t *testing.T) {
 				t.Errorf("sensitive route warnings:\n%s\nwant:\n%s\nall warnings: %v", strings.Join(got, "\n"), strings.Join(tt.want, "\n"), warnings)
 			}
 		})
+	}
+}
+
+// TestRelayIdentityWarnings: a relay without identity headers is refused
+// by its peer on every call; an internal relay that cannot pass the
+// sensitive flag gets no sensitive call.
+func TestRelayIdentityWarnings(t *testing.T) {
+	for _, tc := range []struct{ relay, want string }{
+		{"    peer:\n      kind: relay\n      url: https://hq.example.com/v1\n      metering: upstream\n", "ai.backends.peer.identity_headers: not set: the peer gets no tenant"},
+		{"    peer:\n      kind: relay\n      url: https://hq.example.com/v1\n      metering: upstream\n      external: false\n      identity_headers: {tenant: Flexway-Tenant}\n", "ai.backends.peer.identity_headers.sensitive: not set: the peer cannot know a call is sensitive"},
+	} {
+		_, errs, warnings := loadProblems(t, base+tc.relay+"  backend: main\n")
+		if errs != nil {
+			t.Fatal(errs)
+		}
+		if len(warnings) != 1 || !strings.Contains(warnings[0].Error(), tc.want) {
+			t.Errorf("warnings %v, want one with %q", warnings, tc.want)
+		}
 	}
 }

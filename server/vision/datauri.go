@@ -7,13 +7,17 @@ import (
 	"github.com/flexway/flexway/server/faults"
 )
 
-// imageMediaType reports whether mt is an accepted image media type,
-// exactly as written (lower-case): PNG, JPEG (with the common non-standard
-// alias image/jpg), GIF and WebP, the formats vision models accept. Any
-// other type, image/* included (image/svg+xml, image/heic, image/bmp…), is
-// refused: the gateway forwards only what an upstream can take.
+// imageMediaType reports whether mt is an accepted image media type, in
+// any case (media types are case-insensitive, RFC 9110 §8.3.1): PNG, JPEG
+// (with the common non-standard alias image/jpg), GIF and WebP, the formats
+// vision models accept. Any other type, image/* included (image/svg+xml,
+// image/heic, image/bmp…), is refused: the gateway forwards only what an
+// upstream can take.
 func imageMediaType(mt string) bool {
-	switch mt {
+	if len(mt) > len("image/webp") {
+		return false
+	}
+	switch strings.ToLower(mt) {
 	case "image/png", "image/jpeg", "image/jpg", "image/gif", "image/webp":
 		return true
 	}

@@ -611,13 +611,13 @@ var File_flexway_v1_embeddings_proto protoreflect.FileDescriptor
 const file_flexway_v1_embeddings_proto_rawDesc = "" +
 	"\n" +
 	"\x1bflexway/v1/embeddings.proto\x12\n" +
-	"flexway.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1aflexway/v1/operation.proto\"\xa1\x03\n" +
+	"flexway.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1aflexway/v1/operation.proto\"\xc0\x03\n" +
 	"\x16CreateEmbeddingRequest\x12\x1d\n" +
 	"\x05model\x18\x01 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\x05model\x128\n" +
-	"\x05input\x18\x02 \x01(\v2\x1a.flexway.v1.EmbeddingInputB\x06\xbaH\x03\xc8\x01\x01R\x05input\x12,\n" +
-	"\x0fencoding_format\x18\x03 \x01(\tH\x00R\x0eencodingFormat\x88\x01\x01\x12#\n" +
+	"\x05input\x18\x02 \x01(\v2\x1a.flexway.v1.EmbeddingInputB\x06\xbaH\x03\xc8\x01\x01R\x05input\x12B\n" +
+	"\x0fencoding_format\x18\x03 \x01(\tB\x14\xbaH\x11r\x0fR\x05floatR\x06base64H\x00R\x0eencodingFormat\x88\x01\x01\x12,\n" +
 	"\n" +
-	"dimensions\x18\x04 \x01(\x05H\x01R\n" +
+	"dimensions\x18\x04 \x01(\x05B\a\xbaH\x04\x1a\x02(\x01H\x01R\n" +
 	"dimensions\x88\x01\x01\x12\x17\n" +
 	"\x04user\x18\x05 \x01(\tH\x02R\x04user\x88\x01\x01\x12V\n" +
 	"\fextra_fields\x18\x0f \x03(\v23.flexway.v1.CreateEmbeddingRequest.ExtraFieldsEntryR\vextraFields\x1a>\n" +
@@ -626,15 +626,15 @@ const file_flexway_v1_embeddings_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x12\n" +
 	"\x10_encoding_formatB\r\n" +
 	"\v_dimensionsB\a\n" +
-	"\x05_user\"\xcd\x01\n" +
-	"\x0eEmbeddingInput\x12\x14\n" +
-	"\x04text\x18\x01 \x01(\tH\x00R\x04text\x12)\n" +
+	"\x05_user\"\xd6\x01\n" +
+	"\x0eEmbeddingInput\x12\x1d\n" +
+	"\x04text\x18\x01 \x01(\tB\a\xbaH\x04r\x02\x10\x01H\x00R\x04text\x12)\n" +
 	"\x05texts\x18\x02 \x01(\v2\x11.flexway.v1.TextsH\x00R\x05texts\x12,\n" +
 	"\x06tokens\x18\x03 \x01(\v2\x12.flexway.v1.TokensH\x00R\x06tokens\x12<\n" +
 	"\ftoken_arrays\x18\x04 \x01(\v2\x17.flexway.v1.TokenArraysH\x00R\vtokenArraysB\x0e\n" +
-	"\x05input\x12\x05\xbaH\x02\b\x01\")\n" +
-	"\x05Texts\x12 \n" +
-	"\x06values\x18\x01 \x03(\tB\b\xbaH\x05\x92\x01\x02\b\x01R\x06values\"0\n" +
+	"\x05input\x12\x05\xbaH\x02\b\x01\"/\n" +
+	"\x05Texts\x12&\n" +
+	"\x06values\x18\x01 \x03(\tB\x0e\xbaH\v\x92\x01\b\b\x01\"\x04r\x02\x10\x01R\x06values\"0\n" +
 	"\x06Tokens\x12&\n" +
 	"\x06values\x18\x01 \x03(\x03B\x0e\xbaH\v\x92\x01\b\b\x01\"\x04\"\x02(\x00R\x06values\"C\n" +
 	"\vTokenArrays\x124\n" +
