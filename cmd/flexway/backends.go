@@ -1,12 +1,16 @@
 package main
 
 import (
+	"fmt"
 	"slices"
+	"strings"
 
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
+	ibudget "github.com/flexway/flexway/interceptors/budget"
 	"github.com/flexway/flexway/server/backends"
 	"github.com/flexway/flexway/server/backends/breaker"
 	"github.com/flexway/flexway/server/config"
+	"github.com/flexway/flexway/server/grpcproxy"
 )
 
 // withBreakers puts each backend behind its circuit breaker
@@ -35,4 +39,66 @@ func backendStates(cfg *config.Config, bs map[string]backends.Backend) []*flexwa
 		out = append(out, st)
 	}
 	return out
+}
+
+// buildProxy builds the specialised-model proxy of ai.grpc, nil when no
+// service is routed. Its errors name the configuration key.
+func buildProxy(cfg *config.Config, maxMsg int) (*grpcproxy.Proxy, error) {
+	g := cfg.AI.GRPC
+	if len(g.Services) == 0 && len(g.DescriptorSets) == 0 {
+		return nil, nil
+	}
+	o := grpcproxy.Options{
+		DescriptorSets:  g.DescriptorSets,
+		Services:        g.Services,
+		Backends:        map[string]grpcproxy.Backend{},
+		MaxMessageBytes: maxMsg,
+	}
+	for name, b := range cfg.AI.Backends {
+		if b.Kind != config.KindGRPC {
+			continue
+		}
+		pb := grpcproxy.Backend{Name: name, Target: b.URL, External: b.IsExternal()}
+		if b.TLS != (config.BackendTLS{}) {
+			pb.TLS = &grpcproxy.TLS{CAFile: b.TLS.CAFile, CertFile: b.TLS.CertFile, KeyFile: b.TLS.KeyFile}
+		}
+		switch b.Auth.Type {
+		case config.AuthBearer, config.AuthHeader:
+			v, err := b.Auth.Secret.Resolve()
+			if err != nil {
+				return nil, fmt.Errorf("ai.backends.%s.auth.secret: %w", name, err)
+			}
+			pb.AuthHeader, pb.AuthValue = "authorization", "Bearer "+v
+			if b.Auth.Type == config.AuthHeader {
+				pb.AuthHeader, pb.AuthValue = strings.ToLower(b.Auth.Name), v
+			}
+		case config.AuthTokenFile:
+			pb.TokenFile = b.Auth.Path
+		}
+		o.Backends[name] = pb
+	}
+	return grpcproxy.New(o)
+}
+
+// proxiedMetering adapts the proxy's method table to the budget
+// interceptor.
+func proxiedMetering(p *grpcproxy.Proxy) (func(string) (ibudget.Proxied, bool), func(any) (int, bool)) {
+	if p == nil {
+		return nil, nil
+	}
+	lookup := func(fullMethod string) (ibudget.Proxied, bool) {
+		m, ok := p.Lookup(fullMethod)
+		if !ok {
+			return ibudget.Proxied{}, false
+		}
+		return ibudget.Proxied{Metering: m.Metering, NanoEURPerThousand: m.NanoEURPerThousand}, true
+	}
+	size := func(msg any) (int, bool) {
+		f, ok := msg.(*grpcproxy.Frame)
+		if !ok {
+			return 0, false
+		}
+		return len(f.Payload), true
+	}
+	return lookup, size
 }

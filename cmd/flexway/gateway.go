@@ -32,6 +32,7 @@ import (
 	"github.com/flexway/flexway/server/budget"
 	"github.com/flexway/flexway/server/call"
 	"github.com/flexway/flexway/server/config"
+	"github.com/flexway/flexway/server/grpcproxy"
 	"github.com/flexway/flexway/server/routing"
 	"github.com/flexway/flexway/server/vision"
 	"github.com/flexway/flexway/transcoder"
@@ -53,6 +54,7 @@ type gateway struct {
 	health  *health.Server
 	inproc  *inproc.Channel // for the HTTP front
 	http    http.Handler
+	proxy   *grpcproxy.Proxy // nil when no specialised-model service is routed
 	closeMu sync.Once
 }
 
@@ -65,6 +67,12 @@ func build(cfg *config.Config, log *slog.Logger, led *budget.Ledger) (*gateway, 
 		return nil, err
 	}
 	withBreakers(cfg, bs, nil)
+	maxMsg := int(cfg.AI.Vision.MaxBodyBytes) + 1<<20
+	proxy, err := buildProxy(cfg, maxMsg)
+	if err != nil {
+		return nil, err
+	}
+	proxied, frameSize := proxiedMetering(proxy)
 	keys := newKeyring(cfg)
 	routes := routingTable(cfg)
 	accts := newAccounts(cfg)
@@ -77,6 +85,8 @@ func build(cfg *config.Config, log *slog.Logger, led *budget.Ledger) (*gateway, 
 			ReserveOutputTokens:   cfg.AI.Budget.ReserveOutputTokens,
 			ReserveTokensPerImage: cfg.AI.Vision.ReserveTokensPerImage,
 			Known:                 accts.Known,
+			Proxied:               proxied,
+			FrameSize:             frameSize,
 			Logger:                log,
 		})
 	}
@@ -110,8 +120,13 @@ func build(cfg *config.Config, log *slog.Logger, led *budget.Ledger) (*gateway, 
 	if err != nil {
 		return nil, err
 	}
-	maxMsg := int(cfg.AI.Vision.MaxBodyBytes) + 1<<20
-	gs := grpc.NewServer(append(chain.ServerOptions(), grpc.MaxRecvMsgSize(maxMsg), grpc.MaxSendMsgSize(64<<20))...)
+	opts := append(chain.ServerOptions(), grpc.MaxRecvMsgSize(maxMsg), grpc.MaxSendMsgSize(64<<20))
+	if proxy != nil {
+		// Routed specialised-model services are proxied as raw frames,
+		// through the same chain; the codec keeps flexway.v1 protobuf.
+		opts = append(opts, grpc.ForceServerCodecV2(grpcproxy.Codec()), grpc.UnknownServiceHandler(proxy.Handler()))
+	}
+	gs := grpc.NewServer(opts...)
 	local := inproc.New(chain.UnaryInterceptor(), chain.StreamInterceptor())
 	core := server.New(server.Options{
 		Backends: bs,
@@ -130,7 +145,7 @@ func build(cfg *config.Config, log *slog.Logger, led *budget.Ledger) (*gateway, 
 	healthpb.RegisterHealthServer(gs, hs)
 	reflection.Register(gs)
 
-	gw := &gateway{cfg: cfg, grpc: gs, health: hs, inproc: local}
+	gw := &gateway{cfg: cfg, grpc: gs, health: hs, inproc: local, proxy: proxy}
 	forward := []string{cfg.AI.SensitiveHeader}
 	for _, r := range cfg.Identity.Relays {
 		h := r.IdentityHeaders
@@ -182,7 +197,12 @@ func build(cfg *config.Config, log *slog.Logger, led *budget.Ledger) (*gateway, 
 
 // close stops the gRPC server at once.
 func (g *gateway) close() {
-	g.closeMu.Do(g.grpc.Stop)
+	g.closeMu.Do(func() {
+		g.grpc.Stop()
+		if g.proxy != nil {
+			_ = g.proxy.Close()
+		}
+	})
 }
 
 // buildBackends builds every kind: openai and kind: relay backend (a relay

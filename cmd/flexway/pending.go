@@ -20,16 +20,6 @@ func notYetEnforced(cfg *config.Config) []string {
 	if !cfg.Server.AdminKey.IsZero() {
 		add("server.admin_key", "the console (/console) is not served; the admin REST is")
 	}
-	if len(cfg.AI.GRPC.Services) > 0 || len(cfg.AI.GRPC.DescriptorSets) > 0 {
-		add("ai.grpc", "specialised-model gRPC services are not proxied")
-	}
-	grpcKind := false
-	for _, b := range cfg.AI.Backends {
-		grpcKind = grpcKind || b.Kind == config.KindGRPC
-	}
-	if grpcKind {
-		add("ai.backends", "kind: grpc backends are not used")
-	}
 	slices.Sort(out)
 	return out
 }

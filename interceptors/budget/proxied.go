@@ -4,6 +4,8 @@ import (
 	"context"
 	"math"
 	"math/bits"
+	"sync"
+	"sync/atomic"
 
 	"google.golang.org/grpc"
 
@@ -30,10 +32,10 @@ const (
 	PerByte = "per_byte"
 )
 
-// perByteEstimate is the traffic a per-byte call reserves for, in bytes
-// (request and response messages together), before its size is known; the
-// commit charges the bytes that passed.
-const perByteEstimate = 4096
+// perByteEstimateFactor: a per-byte call reserves, when its first request
+// message arrives, this many times that message's size (the request and a
+// response of the same size); the commit charges the bytes that passed.
+const perByteEstimateFactor = 2
 
 // costPerThousand is units × nanoPerThousand / 1000 nano-euros, rounded up,
 // saturating.
@@ -55,11 +57,13 @@ func costPerThousand(units, nanoPerThousand int64) int64 {
 	return int64(q)
 }
 
-// meterProxied runs a proxied call metered by p: the caller's caps are
-// checked and the call's cost (per call: the price of one; per byte: an
-// estimate) reserved before the handler runs, in euros only (a specialised
-// model reports no tokens); after it, the cost of what passed is committed
-// if the upstream served, else the reservation is released.
+// meterProxied runs a proxied call metered by p. The caller's caps are
+// checked before the handler runs. A per-call method reserves the price of
+// one call at once; a per-byte one reserves, when its first request message
+// arrives (before the upstream is called), an estimate of twice that
+// message's size. Specialised models report no tokens: only euros are
+// charged. After the call, the cost of what passed is committed if the
+// upstream served, else the reservation is released.
 func (m *Meter) meterProxied(srv any, ss grpc.ServerStream, st *call.State, p Proxied, handler grpc.StreamHandler) error {
 	ctx := ss.Context()
 	acct := ledger.Account{Tenant: st.Tenant, Agent: st.Agent}
@@ -70,27 +74,47 @@ func (m *Meter) meterProxied(srv any, ss grpc.ServerStream, st *call.State, p Pr
 	if err := refusal(s, err); err != nil {
 		return err
 	}
-	reserve := costPerThousand(1, p.NanoEURPerThousand)
-	if p.Metering == PerByte {
-		reserve = costPerThousand(perByteEstimate, p.NanoEURPerThousand)
-	}
-	res, err := m.cfg.Ledger.Reserve(ctx, acct, ledger.Amount{NanoEUR: reserve})
-	if err != nil {
-		return refusal(ledger.State{}, err)
-	}
 	cs := &countingStream{ServerStream: ss, size: m.cfg.FrameSize}
+	if p.Metering == PerByte {
+		cs.first = func(n int) error {
+			res, err := m.cfg.Ledger.Reserve(ctx, acct, ledger.Amount{NanoEUR: costPerThousand(int64(n)*perByteEstimateFactor, p.NanoEURPerThousand)})
+			if err != nil {
+				return refusal(ledger.State{}, err)
+			}
+			cs.res = res // under cs.mu, held by RecvMsg
+			return nil
+		}
+	} else {
+		res, err := m.cfg.Ledger.Reserve(ctx, acct, ledger.Amount{NanoEUR: costPerThousand(1, p.NanoEURPerThousand)})
+		if err != nil {
+			return refusal(ledger.State{}, err)
+		}
+		cs.res = res
+	}
 	herr := handler(srv, cs)
 	o := st.Outcome()
+	res := cs.reservation()
 	if !o.Served {
-		if err := m.cfg.Ledger.Release(context.WithoutCancel(ctx), res); err != nil {
-			m.log.WarnContext(ctx, "budget reservation not released; it expires at its deadline",
-				"request_id", st.RequestID, "tenant", st.Tenant, "agent", st.Agent, "error", err.Error())
+		if res != nil {
+			if err := m.cfg.Ledger.Release(context.WithoutCancel(ctx), res); err != nil {
+				m.log.WarnContext(ctx, "budget reservation not released; it expires at its deadline",
+					"request_id", st.RequestID, "tenant", st.Tenant, "agent", st.Agent, "error", err.Error())
+			}
 		}
 		return herr
 	}
 	cost := costPerThousand(1, p.NanoEURPerThousand)
 	if p.Metering == PerByte {
-		cost = costPerThousand(cs.bytes, p.NanoEURPerThousand)
+		cost = costPerThousand(cs.bytes.Load(), p.NanoEURPerThousand)
+	}
+	if res == nil {
+		// Served without a request message (an empty client stream):
+		// nothing was reserved; a reservation of nothing always passes.
+		if res, err = m.cfg.Ledger.Reserve(ctx, acct, ledger.Amount{}); err != nil {
+			m.log.ErrorContext(ctx, "served call not committed to the budget ledger",
+				"request_id", st.RequestID, "tenant", st.Tenant, "agent", st.Agent, "nano_eur", cost, "error", err.Error())
+			return herr
+		}
 	}
 	if err := m.cfg.Ledger.Commit(ctx, res, ledger.Amount{NanoEUR: cost}); err != nil {
 		m.log.ErrorContext(ctx, "served call not committed to the budget ledger",
@@ -105,15 +129,34 @@ func (m *Meter) meterProxied(srv any, ss grpc.ServerStream, st *call.State, p Pr
 type countingStream struct {
 	grpc.ServerStream
 	size  func(m any) (int, bool)
-	bytes int64
+	bytes atomic.Int64 // receiving and sending run on different goroutines
+
+	first func(n int) error // called with the first request message's size; its error ends the call
+	mu    sync.Mutex
+	res   *ledger.Reservation
+}
+
+func (c *countingStream) reservation() *ledger.Reservation {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.res
 }
 
 func (c *countingStream) RecvMsg(msg any) error {
 	err := c.ServerStream.RecvMsg(msg)
-	if err == nil {
-		c.count(msg)
+	if err != nil {
+		return err
 	}
-	return err
+	c.count(msg)
+	if c.first != nil {
+		first := c.first
+		c.first = nil
+		n, _ := c.size(msg)
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return first(n)
+	}
+	return nil
 }
 
 func (c *countingStream) SendMsg(msg any) error {
@@ -129,6 +172,6 @@ func (c *countingStream) count(msg any) {
 		return
 	}
 	if n, ok := c.size(msg); ok {
-		c.bytes += int64(n)
+		c.bytes.Add(int64(n))
 	}
 }
