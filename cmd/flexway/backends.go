@@ -58,7 +58,9 @@ func buildProxy(cfg *config.Config, maxMsg int) (*grpcproxy.Proxy, error) {
 		if b.Kind != config.KindGRPC {
 			continue
 		}
-		pb := grpcproxy.Backend{Name: name, Target: b.URL, External: b.IsExternal()}
+		h := b.IdentityHeaders
+		pb := grpcproxy.Backend{Name: name, Target: b.URL, External: b.IsExternal(),
+			IdentityHeaders: grpcproxy.IdentityHeaders{Tenant: h.Tenant, Agent: h.Agent, Sensitive: h.Sensitive}}
 		if b.TLS != (config.BackendTLS{}) {
 			pb.TLS = &grpcproxy.TLS{CAFile: b.TLS.CAFile, CertFile: b.TLS.CertFile, KeyFile: b.TLS.KeyFile}
 		}

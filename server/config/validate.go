@@ -475,8 +475,8 @@ func (b Backend) validate(col *collector, name string, all map[string]Backend) {
 		col.warnf(path+".metering", "relay metered locally: consumption is counted by both gateways, this one and the peer; set metering: upstream if the peer meters and bills")
 	}
 	switch h := b.IdentityHeaders; {
-	case !h.IsZero() && b.Kind != KindRelay:
-		col.errorf(path+".identity_headers", "only a kind: relay backend receives the caller's identity")
+	case !h.IsZero() && b.Kind != KindRelay && b.Kind != KindGRPC:
+		col.errorf(path+".identity_headers", "only a kind: relay or kind: grpc backend receives the caller's identity")
 	case !h.IsZero() && h.Tenant == "":
 		// The peer refuses a relay's call that passes no tenant.
 		col.errorf(path+".identity_headers.tenant", "required with agent or sensitive: the peer needs the header carrying the caller's tenant")

@@ -272,7 +272,7 @@ func TestValidate(t *testing.T) {
 			wantPath: "ai.backends.peer.metering", wantText: `unknown metering "remote"`},
 		{name: "identity headers on an openai backend", edit: func(c *config.Config) {
 			backend(c, "cheap", func(b *config.Backend) { b.IdentityHeaders.Tenant = "Flexway-Tenant" })
-		}, wantPath: "ai.backends.cheap.identity_headers", wantText: "only a kind: relay backend"},
+		}, wantPath: "ai.backends.cheap.identity_headers", wantText: "only a kind: relay or kind: grpc backend"},
 		{name: "relay identity headers without tenant", edit: func(c *config.Config) {
 			backend(c, "peer", func(b *config.Backend) {
 				b.IdentityHeaders = config.IdentityHeaders{Agent: "Flexway-Agent", Sensitive: "Flexway-Sensitive"}
