@@ -3,7 +3,9 @@ package interceptors
 import (
 	"context"
 	"crypto/sha256"
+	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"strings"
 
 	"buf.build/go/protovalidate"
@@ -12,6 +14,7 @@ import (
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/selector"
 	"google.golang.org/grpc"
 
+	"github.com/flexway/flexway/interceptors/audit"
 	"github.com/flexway/flexway/interceptors/budget"
 	"github.com/flexway/flexway/interceptors/identity"
 	"github.com/flexway/flexway/interceptors/sensitivity"
@@ -34,6 +37,9 @@ type Config struct {
 	SensitiveHeader string
 	// Validator checks request messages; nil builds a default one.
 	Validator protovalidate.Validator
+	// Audit writes the audit line of every inference call and refuses
+	// them while it cannot; nil audits nothing.
+	Audit *audit.Config
 	// Vision checks image parts (sizes, data: URIs, origins); nil checks
 	// none.
 	Vision *imagecheck.Checker
@@ -51,13 +57,14 @@ type Config struct {
 // call passes the same interceptors. Calls pass them as an onion,
 // outermost first:
 //
-//	recovery → admin → identity → sensitivity → validate → vision → budget → service
-//	   ↑__________________________________________________________________________|  (responses return outward)
+//	recovery → admin → identity → audit → sensitivity → validate → vision → budget → service
+//	   ↑__________________________________________________________________________________|  (responses return outward)
 //
 // Validation and the image checks come before the budget so that a refused
-// request reserves nothing. The admin interceptor checks the admin key on the admin
-// service's calls and lets every other call through; the admin service
-// skips the tenant interceptors.
+// request reserves nothing. The audit wraps them all, so that a refusal is
+// audited too, and reads what the budget charged. The admin interceptor
+// checks the admin key on the admin service's calls and lets every other
+// call through; the admin service skips the tenant interceptors.
 //
 // Health checks and reflection (grpc.health.v1, grpc.reflection.*) skip
 // identity and validation: they carry no tenant's traffic.
@@ -81,7 +88,9 @@ func New(c Config) (*Chain, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	rec := recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
-		log.ErrorContext(ctx, "panic in a gRPC handler", "panic", p)
+		// The panic's value may quote a request: only its type and the
+		// stack (function names and addresses) are logged.
+		log.ErrorContext(ctx, "panic in a gRPC handler", "panic_type", fmt.Sprintf("%T", p), "stack", string(debug.Stack()))
 		return faults.New(faults.Internal, "internal error")
 	})
 	var idOpts []identity.Option
@@ -93,16 +102,14 @@ func New(c Config) (*Chain, error) {
 	})
 	// One selector guards the tenant-facing interceptors: the selector
 	// builds the call's metadata on every call, once is enough.
-	unary := []grpc.UnaryServerInterceptor{
-		identity.UnaryServerInterceptor(c.Keys, idOpts...),
-		sensitivity.UnaryServerInterceptor(c.Sensitivity, c.SensitiveHeader),
-		validate.UnaryServerInterceptor(v),
+	unary := []grpc.UnaryServerInterceptor{identity.UnaryServerInterceptor(c.Keys, idOpts...)}
+	stream := []grpc.StreamServerInterceptor{identity.StreamServerInterceptor(c.Keys, idOpts...)}
+	if c.Audit != nil {
+		unary = append(unary, audit.UnaryServerInterceptor(*c.Audit))
+		stream = append(stream, audit.StreamServerInterceptor(*c.Audit))
 	}
-	stream := []grpc.StreamServerInterceptor{
-		identity.StreamServerInterceptor(c.Keys, idOpts...),
-		sensitivity.StreamServerInterceptor(c.Sensitivity, c.SensitiveHeader),
-		validate.StreamServerInterceptor(v),
-	}
+	unary = append(unary, sensitivity.UnaryServerInterceptor(c.Sensitivity, c.SensitiveHeader), validate.UnaryServerInterceptor(v))
+	stream = append(stream, sensitivity.StreamServerInterceptor(c.Sensitivity, c.SensitiveHeader), validate.StreamServerInterceptor(v))
 	if c.Vision != nil {
 		unary = append(unary, vision.UnaryServerInterceptor(c.Vision))
 		stream = append(stream, vision.StreamServerInterceptor(c.Vision))

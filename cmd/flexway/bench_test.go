@@ -129,7 +129,7 @@ func BenchmarkChatCompletionHandler(b *testing.B) {
 			}
 			// The same wiring serve runs, minus the listeners: build, then
 			// serve the gRPC core on the in-process channel only.
-			gw, err := build(cfg, slog.New(slog.DiscardHandler), led)
+			gw, err := build(cfg, slog.New(slog.DiscardHandler), led, nil)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -176,7 +176,7 @@ func BenchmarkOversizedBodyRefused(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	gw, err := build(cfg, slog.New(slog.DiscardHandler), nil)
+	gw, err := build(cfg, slog.New(slog.DiscardHandler), nil, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -23,10 +23,12 @@ import (
 
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
 	"github.com/flexway/flexway/interceptors"
+	iaudit "github.com/flexway/flexway/interceptors/audit"
 	ibudget "github.com/flexway/flexway/interceptors/budget"
 	"github.com/flexway/flexway/interceptors/identity"
 	"github.com/flexway/flexway/server"
 	"github.com/flexway/flexway/server/admin"
+	auditlog "github.com/flexway/flexway/server/audit"
 	"github.com/flexway/flexway/server/backends"
 	"github.com/flexway/flexway/server/backends/openai"
 	"github.com/flexway/flexway/server/budget"
@@ -59,9 +61,10 @@ type gateway struct {
 }
 
 // build wires a gateway from a loaded configuration: the same path for
-// serve and validate. led, the budget ledger, is nil for validate, which
-// opens no store; the gateway then meters nothing.
-func build(cfg *config.Config, log *slog.Logger, led *budget.Ledger) (*gateway, error) {
+// serve and validate. led, the budget ledger, and aw, the audit log, are
+// nil for validate, which opens neither; the gateway then meters and
+// audits nothing.
+func build(cfg *config.Config, log *slog.Logger, led *budget.Ledger, aw *auditlog.Writer) (*gateway, error) {
 	bs, models, err := buildBackends(cfg)
 	if err != nil {
 		return nil, err
@@ -107,7 +110,27 @@ func build(cfg *config.Config, log *slog.Logger, led *budget.Ledger) (*gateway, 
 	if err != nil {
 		return nil, fmt.Errorf("ai.vision: %w", err)
 	}
+	var auditing *iaudit.Config
+	if aw != nil {
+		auditing = &iaudit.Config{
+			Writer: aw,
+			Proxied: func(fullMethod string) (string, bool) {
+				if proxy == nil {
+					return "", false
+				}
+				m, ok := proxy.Lookup(fullMethod)
+				return m.Feature, ok
+			},
+			MeteredBy: func(backend string) string {
+				if b, ok := cfg.AI.Backends[backend]; ok && b.Metering != "" {
+					return string(b.Metering)
+				}
+				return "local"
+			},
+		}
+	}
 	chain, err := interceptors.New(interceptors.Config{
+		Audit:           auditing,
 		Vision:          images,
 		Keys:            keys,
 		OperationNamer:  newOperationNamer(),

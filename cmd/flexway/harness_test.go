@@ -136,6 +136,12 @@ audit:
 // the test ends.
 func startGateway(t testing.TB, cfg string) *testGW {
 	t.Helper()
+	return startGatewayLog(t, cfg, &syncBuffer{})
+}
+
+// startGatewayLog is startGateway with serve's log written to stderr.
+func startGatewayLog(t testing.TB, cfg string, stderr *syncBuffer) *testGW {
+	t.Helper()
 	t.Setenv("FLEXWAY_TEST_KEY", demoKey)
 	t.Setenv("FLEXWAY_TEST_UPSTREAM_TOKEN", "upstream-secret-token")
 	dir := t.TempDir()
@@ -146,9 +152,8 @@ func startGateway(t testing.TB, cfg string) *testGW {
 	ctx, cancel := context.WithCancel(context.Background())
 	g := &testGW{stop: cancel, done: make(chan error, 1)}
 	ready := make(chan struct{})
-	var stderr syncBuffer
 	go func() {
-		g.done <- serve(ctx, path, io.Discard, &stderr, func(h, gr string) {
+		g.done <- serve(ctx, path, io.Discard, stderr, func(h, gr string) {
 			g.HTTP, g.GRPC = "http://"+h, gr
 			close(ready)
 		})

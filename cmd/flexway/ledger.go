@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"io"
+	"log/slog"
 	"time"
 
+	auditlog "github.com/flexway/flexway/server/audit"
 	"github.com/flexway/flexway/server/budget"
 	"github.com/flexway/flexway/server/config"
 )
@@ -107,4 +110,23 @@ func ledgerInit(ctx context.Context, path string, stdout, stderr io.Writer) erro
 		fmt.Fprintln(stdout, "flexway ledger init: the Redis ledger was already initialised; nothing changed")
 	}
 	return nil
+}
+
+// openAudit opens audit.path with audit.hash_key. Without a hash key,
+// identifiers are hashed under a key made at start: hashes then differ from
+// one start to the next, which the log says.
+func openAudit(cfg *config.Config, log *slog.Logger) (*auditlog.Writer, error) {
+	var key []byte
+	if cfg.Audit.HashKey.IsZero() {
+		key = make([]byte, 32)
+		_, _ = rand.Read(key)
+		log.Warn("configuration", "warning", "audit.hash_key is not set: identifiers in audit lines are hashed under a key made at this start, so their hashes change at each restart")
+	} else {
+		v, err := cfg.Audit.HashKey.Resolve()
+		if err != nil {
+			return nil, fmt.Errorf("audit.hash_key: %w", err)
+		}
+		key = []byte(v)
+	}
+	return auditlog.Open(cfg.Audit.Path, key, auditlog.Options{Logger: log})
 }

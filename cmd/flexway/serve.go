@@ -58,7 +58,18 @@ func serve(ctx context.Context, path string, stdout, stderr io.Writer, ready lis
 	// Closed last, after every call committed: the embedded store is
 	// synced to disk on close.
 	defer led.Close()
-	gw, err := build(cfg, log, led)
+	aw, err := openAudit(cfg, log)
+	if err != nil {
+		return err
+	}
+	// Closed after the listeners stopped and every call ended: it writes
+	// every accepted line.
+	defer func() {
+		if err := aw.Close(); err != nil {
+			log.Error("audit log", "error", err.Error())
+		}
+	}()
+	gw, err := build(cfg, log, led, aw)
 	if err != nil {
 		return err
 	}

@@ -27,7 +27,7 @@ func validate(path string, stdout io.Writer) error {
 		}
 		return errSilent
 	}
-	gw, err := build(cfg, slog.New(slog.DiscardHandler), nil)
+	gw, err := build(cfg, slog.New(slog.DiscardHandler), nil, nil)
 	if err != nil {
 		fmt.Fprintln(stdout, "error:", err)
 		return errSilent

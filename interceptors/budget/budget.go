@@ -314,13 +314,14 @@ func (m *Meter) settle(ctx context.Context, st *call.State, res *ledger.Reservat
 	if !o.UsageReported {
 		o.InputTokens, o.OutputTokens = est.Input, TokensForBytes(o.OutputBytes)
 		o.UsageEstimated = true
-		st.SetOutcome(o)
 	}
 	price := m.cfg.Prices[o.Backend]
 	actual := ledger.Amount{
 		Tokens:  saturatingAdd(o.InputTokens, o.OutputTokens),
 		NanoEUR: price.Cost(o.InputTokens, o.OutputTokens),
 	}
+	o.CostNanoEUR = actual.NanoEUR
+	st.SetOutcome(o) // the audit line reads what was charged
 	if err := m.cfg.Ledger.Commit(ctx, res, actual); err != nil {
 		m.log.ErrorContext(ctx, "served call not committed to the budget ledger",
 			"request_id", st.RequestID, "tenant", st.Tenant, "agent", st.Agent, "backend", o.Backend,

@@ -116,6 +116,8 @@ func (m *Meter) meterProxied(srv any, ss grpc.ServerStream, st *call.State, p Pr
 			return herr
 		}
 	}
+	o.CostNanoEUR = cost
+	st.SetOutcome(o) // the audit line reads what was charged
 	if err := m.cfg.Ledger.Commit(ctx, res, ledger.Amount{NanoEUR: cost}); err != nil {
 		m.log.ErrorContext(ctx, "served call not committed to the budget ledger",
 			"request_id", st.RequestID, "tenant", st.Tenant, "agent", st.Agent, "backend", o.Backend,

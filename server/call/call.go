@@ -18,6 +18,8 @@ const (
 	Chat       Capability = "chat"
 	Vision     Capability = "vision"
 	Embeddings Capability = "embeddings"
+	// GRPC is a specialised model's call, proxied.
+	GRPC Capability = "grpc"
 )
 
 // State is the per-call state. The identity interceptor creates it; fields
@@ -75,6 +77,14 @@ type Outcome struct {
 	// OutputBytes counts the bytes of output relayed (content, refusal
 	// and tool call text), for an estimate when no usage was reported.
 	OutputBytes int64
+	// CostNanoEUR is the cost committed to the budget, in nano-euros.
+	CostNanoEUR int64
+	// Capability is chat, vision, embeddings or grpc.
+	Capability Capability
+	// Feature is a specialised model's (flexway.v1.operation).ai.feature.
+	Feature string
+	// User is the OpenAI `user` field, for its hash in the audit line.
+	User string
 }
 
 // SetOutcome records the outcome; later calls replace it.

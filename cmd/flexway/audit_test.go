@@ -1,0 +1,164 @@
+package main
+
+import (
+	"bufio"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// auditLines reads the audit file of the gateway configured in dir.
+func auditLines(t *testing.T, path string) []map[string]any {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []map[string]any
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var m map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatalf("audit line %q: %v", sc.Text(), err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// auditConfig is budgetConfig with the audit at path, hashed under key
+// FLEXWAY_TEST_KEY's value.
+func auditConfig(t *testing.T, mainURL, path string) string {
+	return strings.Replace(budgetConfig(t, mainURL, mainURL, "    default: {tokens_per_day: 100000, eur_per_month: 5}"),
+		"identity:", fmt.Sprintf("audit:\n  path: %s\n  hash_key: env:FLEXWAY_TEST_KEY\nidentity:", path), 1)
+}
+
+// TestAuditLines: one line per inference call with the call's metadata:
+// what was charged (exact to the nano-euro), the outcome and status, the
+// hashed key name and user; refusals are audited; model listings are not.
+func TestAuditLines(t *testing.T) {
+	up := newUpstream(t, usageUpstream(7, 3))
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	g := startGateway(t, auditConfig(t, up.URL, path))
+	resp := post(t, g, "/v1/chat/completions", `{"model":"m","max_tokens":10,"user":"alice@example.com","messages":[{"role":"user","content":"hi"}]}`)
+	io.Copy(io.Discard, resp.Body)
+	resp = post(t, g, "/v1/chat/completions", `{"model":"m","max_tokens":0,"messages":[{"role":"user","content":"hi"}]}`)
+	io.Copy(io.Discard, resp.Body)
+	send(t, g, "GET", "/v1/models", nil, nil)
+	g.stop()
+	g.wait(t, 10*time.Second)
+
+	lines := auditLines(t, path)
+	if len(lines) != 2 {
+		t.Fatalf("%d audit lines, want 2 (the models listing is no inference call): %v", len(lines), lines)
+	}
+	hash := func(s string) string {
+		m := hmac.New(sha256.New, []byte(demoKey))
+		m.Write([]byte(s))
+		return hex.EncodeToString(m.Sum(nil))
+	}
+	ok, refused := lines[0], lines[1]
+	want := map[string]any{
+		"operation": "ai.chatCompletions", "tenant": "acme", "agent": "bot", "backend": "main",
+		"model_requested": "m", "model_served": "m", "capability": "chat",
+		"input_tokens": 7.0, "output_tokens": 3.0,
+		"cost_eur":        "0.000013000", // 7 × 1 € + 3 × 2 € per million tokens
+		"usage_estimated": false, "metered_by": "local", "outcome": "ok", "status": 200.0,
+		"fallback": false, "soft": false, "key_hash": hash("acme-bot"), "user_hash": hash("alice@example.com"),
+	}
+	for k, v := range want {
+		if ok[k] != v {
+			t.Errorf("%s = %v, want %v", k, ok[k], v)
+		}
+	}
+	if refused["outcome"] != "refused" || refused["status"] != 400.0 || refused["cost_eur"] != "0.000000000" {
+		t.Errorf("refused call's line: %v", refused)
+	}
+}
+
+// TestAuditNeverHoldsContent: a marker in the prompt, the response, an
+// image, a caller header and an upstream error body never reaches the
+// audit file or the logs, on success, upstream error and panic paths.
+func TestAuditNeverHoldsContent(t *testing.T) {
+	const marker = "ZQXJ-MARKER-7781"
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		if strings.Contains(r.Header.Get("X-Case"), "fail") {
+			jsonHandler(500, `{"error":{"message":"`+marker+` upstream body"}}`)(w, r)
+			return
+		}
+		usageUpstream(5, 5)(w, r)
+	})
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	cfg := auditConfig(t, up.URL, path)
+	var stderr syncBuffer
+	g := startGatewayLog(t, cfg, &stderr)
+	img := "data:image/png;base64," + strings.Repeat("QUJD", 8)
+	body := `{"model":"m","max_tokens":5,"user":"` + marker + `","messages":[{"role":"user","content":[{"type":"text","text":"` + marker + `"},{"type":"image_url","image_url":{"url":"` + img + `"}}]}]}`
+	for _, h := range []map[string]string{{"X-Note": marker}, {"X-Case": "fail", "X-Note": marker}} {
+		resp := send(t, g, "POST", "/v1/chat/completions", strings.NewReader(body), h)
+		io.Copy(io.Discard, resp.Body)
+	}
+	// A bad request echoing nothing of the body either.
+	resp := post(t, g, "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":[{"type":"`+marker+`"}]}]}`)
+	io.Copy(io.Discard, resp.Body)
+	g.stop()
+	g.wait(t, 10*time.Second)
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(auditLines(t, path)) < 2 {
+		t.Fatalf("audit lines missing:\n%s", raw)
+	}
+	for what, text := range map[string]string{"audit file": string(raw), "logs": stderr.String()} {
+		if strings.Contains(text, marker) || strings.Contains(text, "QUJD") {
+			t.Errorf("the %s holds the marker:\n%s", what, text)
+		}
+	}
+}
+
+// TestUnwritableAuditRefusesCalls: with an audit that cannot be written (a
+// full disk), inference calls are refused with 503 and never reach the
+// upstream.
+func TestUnwritableAuditRefusesCalls(t *testing.T) {
+	if _, err := os.Stat("/dev/full"); err != nil {
+		t.Skip("no /dev/full")
+	}
+	up := newUpstream(t, usageUpstream(5, 5))
+	g := startGateway(t, auditConfig(t, up.URL, "/dev/full"))
+	// The first call is served; its line cannot be written.
+	resp := post(t, g, "/v1/chat/completions", chatBody)
+	io.Copy(io.Discard, resp.Body)
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		resp = post(t, g, "/v1/chat/completions", chatBody)
+		body := readJSON(t, resp)
+		if resp.StatusCode == 503 {
+			if !strings.Contains(fmt.Sprint(body), "audit log cannot be written") {
+				t.Fatalf("503 without a clear message: %v", body)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("calls still served (%d) with an unwritable audit", resp.StatusCode)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	before := len(up.requests())
+	resp = post(t, g, "/v1/chat/completions", chatBody)
+	io.Copy(io.Discard, resp.Body)
+	if resp.StatusCode != 503 || len(up.requests()) != before {
+		t.Fatalf("status %d, upstream calls %d → %d; want 503 and no upstream call", resp.StatusCode, before, len(up.requests()))
+	}
+}

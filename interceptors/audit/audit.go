@@ -1,0 +1,200 @@
+// Package audit is the audit interceptor: it writes one metadata line per
+// inference call (chat, embeddings, proxied specialised models) to the
+// audit log, after the call, whatever its outcome, and refuses new
+// inference calls (UNAVAILABLE, HTTP 503) while the audit log cannot be
+// written: nothing is served unaudited. It runs after identity (a call
+// that names no caller writes no line) and before the interceptors that
+// may refuse a call, so that refusals are audited too.
+package audit
+
+import (
+	"context"
+	"time"
+
+	"google.golang.org/grpc"
+
+	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
+	"github.com/flexway/flexway/server"
+	auditlog "github.com/flexway/flexway/server/audit"
+	"github.com/flexway/flexway/server/call"
+	"github.com/flexway/flexway/server/faults"
+)
+
+// Config is what the interceptor needs.
+type Config struct {
+	// Writer is the audit log. Required.
+	Writer *auditlog.Writer
+	// Proxied reports whether a full method is a proxied specialised
+	// model's, and its feature; nil: none is.
+	Proxied func(fullMethod string) (feature string, ok bool)
+	// MeteredBy returns a backend's metering, local or upstream; nil:
+	// local.
+	MeteredBy func(backend string) string
+	// Record, when set, is given every line written (for metrics).
+	Record func(ctx context.Context, l *auditlog.Line)
+}
+
+// Inference methods of flexway.v1.
+var inference = map[string]bool{
+	flexwayv1.ChatService_CreateChatCompletion_FullMethodName:  true,
+	flexwayv1.ChatService_StreamChatCompletion_FullMethodName:  true,
+	flexwayv1.EmbeddingsService_CreateEmbedding_FullMethodName: true,
+}
+
+// UnaryServerInterceptor audits unary inference calls.
+func UnaryServerInterceptor(c Config) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		a, ok := c.begin(ctx, info.FullMethod)
+		if !ok {
+			return handler(ctx, req)
+		}
+		if err := c.Writer.Healthy(); err != nil {
+			return nil, refuse(err)
+		}
+		a.request(req)
+		resp, err := handler(ctx, req)
+		c.write(ctx, a, err)
+		return resp, err
+	}
+}
+
+// StreamServerInterceptor audits streaming inference calls (streamed chat,
+// proxied specialised models).
+func StreamServerInterceptor(c Config) grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		a, ok := c.begin(ss.Context(), info.FullMethod)
+		if !ok {
+			return handler(srv, ss)
+		}
+		if err := c.Writer.Healthy(); err != nil {
+			return refuse(err)
+		}
+		err := handler(srv, &stream{ServerStream: ss, a: a})
+		c.write(ss.Context(), a, err)
+		return err
+	}
+}
+
+// refuse is the answer to an inference call while the audit log cannot be
+// written.
+func refuse(err error) error {
+	fe := faults.Wrap(faults.Unavailable, err, "the audit log cannot be written: inference calls are refused until it can; retry later")
+	fe.RetryAfterSeconds = 5
+	return fe
+}
+
+// auditing is one call being audited.
+type auditing struct {
+	st         *call.State
+	capability call.Capability
+	feature    string
+	user       string
+}
+
+// begin returns the call's audit record, false for a call that is not an
+// inference call or names no caller.
+func (c Config) begin(ctx context.Context, method string) (*auditing, bool) {
+	st := call.FromContext(ctx)
+	if st == nil {
+		return nil, false
+	}
+	if inference[method] {
+		return &auditing{st: st}, true
+	}
+	if c.Proxied != nil {
+		if feature, ok := c.Proxied(method); ok {
+			return &auditing{st: st, capability: call.GRPC, feature: feature}, true
+		}
+	}
+	return nil, false
+}
+
+// request notes what the audit line needs of the request: its capability
+// and the OpenAI user field (hashed when written).
+func (a *auditing) request(req any) {
+	if a.capability == call.GRPC {
+		return
+	}
+	if c, ok := server.CapabilityOf(req); ok {
+		a.capability = c
+	}
+	switch r := req.(type) {
+	case *flexwayv1.CreateChatCompletionRequest:
+		a.user = r.GetUser()
+	case *flexwayv1.CreateEmbeddingRequest:
+		a.user = r.GetUser()
+	}
+}
+
+// stream notes the request of a streaming call.
+type stream struct {
+	grpc.ServerStream
+	a    *auditing
+	seen bool
+}
+
+func (s *stream) RecvMsg(m any) error {
+	err := s.ServerStream.RecvMsg(m)
+	if err == nil && !s.seen {
+		s.seen = true
+		s.a.request(m)
+	}
+	return err
+}
+
+// write builds the call's line and queues it.
+func (c Config) write(ctx context.Context, a *auditing, err error) {
+	st, o := a.st, a.st.Outcome()
+	l := &auditlog.Line{
+		Time:           st.Start.UTC(),
+		RequestID:      st.RequestID,
+		Operation:      st.Operation,
+		Tenant:         st.Tenant,
+		Agent:          st.Agent,
+		Backend:        o.Backend,
+		ModelRequested: o.ModelRequested,
+		ModelServed:    o.ModelServed,
+		Capability:     string(a.capability),
+		Feature:        a.feature,
+		InputTokens:    o.InputTokens,
+		OutputTokens:   o.OutputTokens,
+		CostEUR:        auditlog.FormatNanoEUR(o.CostNanoEUR),
+		UsageEstimated: o.UsageEstimated,
+		MeteredBy:      "local",
+		Fallback:       st.Fallback(),
+		Soft:           st.Soft,
+		DurationMS:     float64(time.Since(st.Start).Microseconds()) / 1000,
+		KeyHash:        c.Writer.Hash(st.KeyName),
+		UserHash:       c.Writer.Hash(a.user),
+	}
+	if c.MeteredBy != nil && o.Backend != "" {
+		l.MeteredBy = c.MeteredBy(o.Backend)
+	}
+	l.Outcome, l.Status = outcome(err)
+	// A call already served is audited even while the log is failing:
+	// the writer keeps the line and retries.
+	_ = c.Writer.Write(l)
+	if c.Record != nil {
+		c.Record(ctx, l)
+	}
+}
+
+// outcome classifies a call's error: ok, refused (the gateway said no
+// before or without an upstream: a bad request, a cap, the sensitivity
+// pin, a capability), upstream_error, canceled or error; and the HTTP
+// status of the answer.
+func outcome(err error) (string, int) {
+	if err == nil {
+		return "ok", 200
+	}
+	fe := faults.As(err)
+	switch fe.Reason {
+	case faults.Canceled:
+		return "canceled", fe.HTTPStatus()
+	case faults.UpstreamError, faults.UpstreamTimeout, faults.NoBackendAvailable, faults.UpstreamStatus:
+		return "upstream_error", fe.HTTPStatus()
+	case faults.Unavailable, faults.Internal:
+		return "error", fe.HTTPStatus()
+	}
+	return "refused", fe.HTTPStatus()
+}

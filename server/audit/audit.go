@@ -1,0 +1,321 @@
+// Package audit writes Flexway's audit log: one JSON line per inference
+// call (DESIGN.md, "Audit and telemetry"), metadata only — never a prompt,
+// a response, an image, a header value or a secret. Identifiers (the API
+// key's name, the OpenAI `user` field) are written as HMAC-SHA256 under
+// audit.hash_key.
+//
+// Lines are written off the call's path: [Writer.Write] encodes the line
+// and queues it; one goroutine writes queued lines in batches (one write
+// per batch, at most every [flushEvery]), to a file rotated by size
+// (gopkg.in/natefinch/lumberjack.v2) or to stdout. Nothing is synced per
+// call. No accepted line is lost: [Writer.Close] writes every queued line,
+// and a batch that cannot be written is kept and retried. While the audit
+// cannot be written, [Writer.Healthy] reports why, so that new inference
+// calls are refused (503) rather than served unaudited.
+package audit
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"gopkg.in/natefinch/lumberjack.v2"
+)
+
+// Line is one audit line. JSON names are DESIGN.md's.
+type Line struct {
+	// Time is when the call started, UTC.
+	Time time.Time `json:"time"`
+	// RequestID is the call's X-Request-Id.
+	RequestID string `json:"request_id"`
+	// Operation is ai.chatCompletions, ai.embeddings, or the full gRPC
+	// method of a specialised model.
+	Operation string `json:"operation"`
+	// Tenant and Agent are the caller's, as declared in the configuration.
+	Tenant string `json:"tenant"`
+	Agent  string `json:"agent"`
+	// Backend served the call (or failed last).
+	Backend string `json:"backend"`
+	// ModelRequested and ModelServed are the caller's model and the
+	// upstream's.
+	ModelRequested string `json:"model_requested"`
+	ModelServed    string `json:"model_served"`
+	// Capability is chat, vision, embeddings or grpc.
+	Capability string `json:"capability"`
+	// Feature is a specialised model's (flexway.v1.operation).ai.feature.
+	Feature string `json:"feature,omitempty"`
+	// InputTokens and OutputTokens are the usage committed, in tokens.
+	InputTokens  int64 `json:"input_tokens"`
+	OutputTokens int64 `json:"output_tokens"`
+	// CostEUR is the cost committed, a decimal string exact to the
+	// nano-euro ("0.000024000"); see [FormatNanoEUR].
+	CostEUR string `json:"cost_eur"`
+	// UsageEstimated is set when the usage was estimated (a cut stream).
+	UsageEstimated bool `json:"usage_estimated"`
+	// MeteredBy is local, or upstream for a relay whose peer meters.
+	MeteredBy string `json:"metered_by"`
+	// Outcome is ok, refused, upstream_error, canceled or error.
+	Outcome string `json:"outcome"`
+	// Status is the HTTP status of the answer (its equivalent for gRPC).
+	Status int `json:"status"`
+	// Fallback is set when a fallback backend served.
+	Fallback bool `json:"fallback"`
+	// Soft is set when the caller was past a soft cap.
+	Soft bool `json:"soft"`
+	// DurationMS is the call's duration in milliseconds.
+	DurationMS float64 `json:"duration_ms"`
+	// KeyHash is the HMAC of the API key's name (never the key).
+	KeyHash string `json:"key_hash"`
+	// UserHash is the HMAC of the OpenAI user field, "" when absent.
+	UserHash string `json:"user_hash"`
+}
+
+// FormatNanoEUR writes nano-euros as euros with exactly nine decimals:
+// 24000 → "0.000024000", -5 → "-0.000000005".
+func FormatNanoEUR(nano int64) string {
+	sign := ""
+	u := uint64(nano)
+	if nano < 0 {
+		sign, u = "-", uint64(-nano)
+	}
+	frac := strconv.FormatUint(u%1_000_000_000, 10)
+	return sign + strconv.FormatUint(u/1_000_000_000, 10) + "." + "000000000"[len(frac):] + frac
+}
+
+// ErrUnavailable is wrapped by [Writer.Write] and [Writer.Healthy] while
+// the audit cannot be written.
+var ErrUnavailable = errors.New("the audit log cannot be written")
+
+// Options configures a [Writer].
+type Options struct {
+	// MaxSizeMB is the size, in megabytes, at which the file is rotated
+	// (default 100); MaxBackups rotated files are kept (default 10).
+	MaxSizeMB, MaxBackups int
+	// Logger receives a line when writing fails and when it works again;
+	// nil discards.
+	Logger *slog.Logger
+	// OnFailure, when set, is told each time a batch cannot be written,
+	// with the reason (for a metric).
+	OnFailure func(reason string)
+}
+
+// flushEvery bounds how long an accepted line waits before it is written.
+const flushEvery = 10 * time.Millisecond
+
+// retryEvery is how often a batch that could not be written is retried.
+const retryEvery = time.Second
+
+// Writer is the audit log; safe for concurrent use.
+type Writer struct {
+	out    io.Writer
+	file   *lumberjack.Logger // nil for stdout
+	path   string
+	key    []byte
+	log    *slog.Logger
+	onFail func(string)
+
+	mu      sync.Mutex
+	pending bytes.Buffer // accepted lines not yet written
+	failed  error        // the last write's error, nil when healthy
+	closed  bool
+	wake    chan struct{}
+	done    chan struct{}
+}
+
+// Open opens the audit log at path ("-" is stdout; the directory is
+// created) with the HMAC key of its identifiers, and starts its writer.
+func Open(path string, hashKey []byte, o Options) (*Writer, error) {
+	w := &Writer{path: path, key: hashKey, log: o.Logger, onFail: o.OnFailure, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	if w.log == nil {
+		w.log = slog.New(slog.DiscardHandler)
+	}
+	if path == "-" {
+		w.out = os.Stdout
+	} else {
+		if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+			return nil, fmt.Errorf("audit.path: %w", err)
+		}
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o640)
+		if err != nil {
+			return nil, fmt.Errorf("audit.path: %w", err)
+		}
+		f.Close()
+		size, backups := o.MaxSizeMB, o.MaxBackups
+		if size <= 0 {
+			size = 100
+		}
+		if backups <= 0 {
+			backups = 10
+		}
+		w.file = &lumberjack.Logger{Filename: path, MaxSize: size, MaxBackups: backups}
+		w.out = w.file
+	}
+	go w.run()
+	return w, nil
+}
+
+// Hash returns the hex HMAC-SHA256 of s under the hash key; "" for "".
+func (w *Writer) Hash(s string) string {
+	if s == "" {
+		return ""
+	}
+	m := hmac.New(sha256.New, w.key)
+	m.Write([]byte(s))
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// Healthy returns nil while the audit can be written, else an error
+// wrapping [ErrUnavailable] that says why.
+func (w *Writer) Healthy() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return fmt.Errorf("%w: closed", ErrUnavailable)
+	}
+	if w.failed != nil {
+		return fmt.Errorf("%w: %v", ErrUnavailable, w.failed)
+	}
+	return nil
+}
+
+// Write queues l; it is written within flushEvery. It fails, wrapping
+// [ErrUnavailable], after Close; while writes fail the line is still
+// accepted and kept (a call already served must be audited).
+func (w *Writer) Write(l *Line) error {
+	b, err := json.Marshal(l)
+	if err != nil {
+		return err
+	}
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return fmt.Errorf("%w: closed", ErrUnavailable)
+	}
+	w.pending.Write(b)
+	w.pending.WriteByte('\n')
+	w.mu.Unlock()
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// run writes pending lines in batches until Close.
+func (w *Writer) run() {
+	defer close(w.done)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	for {
+		w.mu.Lock()
+		closed := w.closed
+		w.mu.Unlock()
+		if !w.flush() && !closed {
+			// Failing: retry later, whatever arrives.
+			time.Sleep(retryEvery)
+			continue
+		}
+		if closed {
+			return
+		}
+		select {
+		case <-w.wake:
+			// Gather what else comes within flushEvery into one write.
+			timer.Reset(flushEvery)
+			<-timer.C
+		case <-time.After(retryEvery):
+		}
+	}
+}
+
+// flush writes every pending line in one write; it reports success.
+func (w *Writer) flush() bool {
+	w.mu.Lock()
+	if w.pending.Len() == 0 {
+		w.mu.Unlock()
+		return true
+	}
+	batch := bytes.Clone(w.pending.Bytes())
+	w.mu.Unlock()
+
+	err := w.reopenIfRemoved()
+	if err == nil {
+		_, err = w.out.Write(batch)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err != nil {
+		if w.failed == nil {
+			w.log.Error("audit log cannot be written: inference calls are refused until it can", "path", w.path, "error", err.Error())
+		}
+		w.failed = err
+		if w.onFail != nil {
+			w.onFail(err.Error())
+		}
+		return false
+	}
+	if w.failed != nil {
+		w.log.Warn("audit log written again: inference calls are served", "path", w.path)
+		w.failed = nil
+	}
+	w.pending.Next(len(batch))
+	return true
+}
+
+// reopenIfRemoved starts a new file when the current one was removed
+// (rotated away by hand, deleted): lines written to an unlinked file would
+// be lost.
+func (w *Writer) reopenIfRemoved() error {
+	if w.file == nil {
+		return nil
+	}
+	if _, err := os.Stat(w.path); errors.Is(err, os.ErrNotExist) {
+		w.log.Warn("audit file was removed: starting a new one", "path", w.path)
+		_ = w.file.Close() // the next write creates the file again
+		if err := os.MkdirAll(filepath.Dir(w.path), 0o750); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Close writes every accepted line and stops the writer. Lines that
+// still cannot be written are reported in the error.
+func (w *Writer) Close() error {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return nil
+	}
+	w.closed = true
+	w.mu.Unlock()
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+	<-w.done
+	w.mu.Lock()
+	left := w.pending.Len()
+	w.mu.Unlock()
+	var err error
+	if left > 0 {
+		err = fmt.Errorf("audit: %d bytes of lines could not be written to %s", left, w.path)
+	}
+	if w.file != nil {
+		if cerr := w.file.Close(); err == nil {
+			err = cerr
+		}
+	}
+	return err
+}
