@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
@@ -14,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/flexway/flexway/server/report"
 )
 
 // auditLines reads the audit file of the gateway configured in dir.
@@ -160,5 +163,58 @@ func TestUnwritableAuditRefusesCalls(t *testing.T) {
 	io.Copy(io.Discard, resp.Body)
 	if resp.StatusCode != 503 || len(up.requests()) != before {
 		t.Fatalf("status %d, upstream calls %d → %d; want 503 and no upstream call", resp.StatusCode, before, len(up.requests()))
+	}
+}
+
+// TestReportEqualsLedger: after a mixed run (served, refused, streamed,
+// cut, embeddings, a fallback at another price), `flexway report` over the
+// audit log gives the ledger's committed euros and tokens to the unit.
+func TestReportEqualsLedger(t *testing.T) {
+	cheap := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/embeddings") {
+			jsonHandler(200, `{"object":"list","data":[{"object":"embedding","index":0,"embedding":[0.5]}],"model":"m","usage":{"prompt_tokens":9,"total_tokens":9}}`)(w, r)
+			return
+		}
+		usageUpstream(11, 4)(w, r)
+	})
+	failing := newUpstream(t, jsonHandler(500, `{}`))
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	// main fails: every call falls back to cheap, at cheap's price.
+	cfg := strings.Replace(budgetConfig(t, failing.URL, cheap.URL, "    default: {tokens_per_day: 100000, eur_per_month: 5}"),
+		"identity:", fmt.Sprintf("audit:\n  path: %s\n  hash_key: env:FLEXWAY_TEST_KEY\nidentity:", path), 1)
+	g := startGateway(t, cfg)
+	for _, body := range []string{
+		chatBody,
+		`{"model":"m","max_tokens":0,"messages":[{"role":"user","content":"refused"}]}`,
+		`{"model":"m","stream":true,"max_tokens":20,"messages":[{"role":"user","content":"stream"}]}`,
+	} {
+		resp := post(t, g, "/v1/chat/completions", body)
+		io.Copy(io.Discard, resp.Body)
+	}
+	resp := post(t, g, "/v1/embeddings", `{"model":"m","input":"abc"}`)
+	io.Copy(io.Discard, resp.Body)
+	u := usageOf(t, g, "")
+	g.stop()
+	g.wait(t, 10*time.Second)
+
+	var out, errb strings.Builder
+	if err := run(context.Background(), []string{"report", "--audit", path, "--format", "json"}, &out, &errb); err != nil {
+		t.Fatalf("report: %v\n%s", err, errb.String())
+	}
+	var rows []map[string]any
+	if err := json.Unmarshal([]byte(out.String()), &rows); err != nil || len(rows) == 0 {
+		t.Fatalf("report output %q: %v", out.String(), err)
+	}
+	total := rows[len(rows)-1]
+	eur := u["eur_per_month"].Committed
+	if total["cost_eur"] != report.FormatEUR(eur) || eur == 0 {
+		t.Fatalf("report total %v EUR, ledger %d nano-euros (%s)", total["cost_eur"], eur, report.FormatEUR(eur))
+	}
+	tokens := int64(total["input_tokens"].(float64) + total["output_tokens"].(float64))
+	if tokens != u["tokens_per_day"].Committed {
+		t.Fatalf("report total %d tokens, ledger %d", tokens, u["tokens_per_day"].Committed)
+	}
+	if total["calls"] != 4.0 {
+		t.Errorf("report counts %v calls, want 4 (the refused one included)", total["calls"])
 	}
 }

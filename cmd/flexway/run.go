@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"runtime/debug"
+
+	"github.com/flexway/flexway/server/report"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -23,6 +25,9 @@ commands:
   ledger init --config FILE
                            initialise a new Redis budget ledger (ai.budget.store.type: redis):
                            writes its marker, so that metered calls are served
+  report   --audit PATH [--month YYYY-MM | --from DATE --to DATE] [--by tenant,agent,backend,model]
+           [--format table|csv|json] [--tz ZONE]
+                           chargeback from the audit log: calls, tokens, euros per tenant (--help)
   version                  print the version
 `
 
@@ -70,6 +75,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return helpIsNoError(err)
 		}
 		return ledgerInit(ctx, *configPath, stdout, stderr)
+	case "report":
+		if err := report.Run(rest, stdout, stderr); err != nil {
+			return fmt.Errorf("report: %w", err)
+		}
+		return nil
 	case "version", "--version", "-version":
 		if len(rest) > 0 {
 			fmt.Fprintf(stderr, "flexway version: unexpected argument %q\n", rest[0])

@@ -1,0 +1,257 @@
+package report
+
+import (
+	"bufio"
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Format is an output format of the report (--format).
+type Format string
+
+// The formats of --format.
+const (
+	// Table is aligned text for people.
+	Table Format = "table"
+	// CSV has a header row and a TOTAL row.
+	CSV Format = "csv"
+	// JSON is an array of objects, the last one the total.
+	JSON Format = "json"
+)
+
+// Write writes the report in format f.
+func (r *Report) Write(w io.Writer, f Format) error {
+	switch f {
+	case Table:
+		return r.WriteTable(w)
+	case CSV:
+		return r.WriteCSV(w)
+	case JSON:
+		return r.WriteJSON(w)
+	}
+	return fmt.Errorf("unknown format %q: want table, csv or json", f)
+}
+
+// columns are the value columns, in csv/json order.
+var columns = []string{
+	"calls", "input_tokens", "output_tokens",
+	"cost_eur", "cost_local_eur", "cost_upstream_eur",
+	"estimated_calls", "cost_estimated_eur",
+}
+
+// values are t's columns as text, in the order of columns; costs are
+// exact decimals.
+func (t *Totals) values() []string {
+	return []string{
+		strconv.FormatInt(t.Calls, 10),
+		strconv.FormatInt(t.InputTokens, 10),
+		strconv.FormatInt(t.OutputTokens, 10),
+		FormatEUR(t.CostNano),
+		FormatEUR(t.LocalCostNano),
+		FormatEUR(t.UpstreamCostNano),
+		strconv.FormatInt(t.EstimatedCalls, 10),
+		FormatEUR(t.EstimatedCostNano),
+	}
+}
+
+// isCost reports whether value column i holds euros.
+func isCost(i int) bool { return strings.HasSuffix(columns[i], "_eur") }
+
+// WriteCSV writes a header row (the --by dimensions, then calls,
+// input_tokens, output_tokens, cost_eur, cost_local_eur, cost_upstream_eur,
+// estimated_calls, cost_estimated_eur), one row per group and a last row
+// whose first key column is TOTAL and other key columns empty. Euros are
+// exact decimals.
+func (r *Report) WriteCSV(w io.Writer) error {
+	cw := csv.NewWriter(w)
+	head := make([]string, 0, len(r.By)+len(columns))
+	for _, d := range r.By {
+		head = append(head, string(d))
+	}
+	cw.Write(append(head, columns...))
+	for _, row := range r.Rows {
+		cw.Write(append(append([]string{}, row.Keys...), row.values()...))
+	}
+	total := make([]string, len(r.By))
+	total[0] = "TOTAL"
+	cw.Write(append(total, r.Total.values()...))
+	cw.Flush()
+	return cw.Error()
+}
+
+// WriteJSON writes an array of objects, one per group with its --by keys
+// and values, then the total with "total": true and no keys. Counts are
+// integers and euros exact decimal strings:
+//
+//	[
+//	  {"tenant":"acme","calls":2,...,"cost_eur":"0.000024",...},
+//	  {"total":true,"calls":2,...}
+//	]
+func (r *Report) WriteJSON(w io.Writer) error {
+	bw := bufio.NewWriter(w)
+	bw.WriteString("[\n")
+	object := func(keys []string, t *Totals) {
+		bw.WriteString("  {")
+		sep := ""
+		for i, k := range keys {
+			bw.WriteString(sep)
+			writeJSONString(bw, string(r.By[i]))
+			bw.WriteByte(':')
+			writeJSONString(bw, k)
+			sep = ","
+		}
+		if keys == nil {
+			bw.WriteString(`"total":true`)
+			sep = ","
+		}
+		for i, v := range t.values() {
+			bw.WriteString(sep)
+			sep = ","
+			bw.WriteString(`"` + columns[i] + `":`)
+			if isCost(i) {
+				writeJSONString(bw, v)
+			} else {
+				bw.WriteString(v)
+			}
+		}
+		bw.WriteString("}")
+	}
+	for _, row := range r.Rows {
+		object(row.Keys, &row.Totals)
+		bw.WriteString(",\n")
+	}
+	object(nil, &r.Total)
+	bw.WriteString("\n]\n")
+	return bw.Flush()
+}
+
+func writeJSONString(w *bufio.Writer, s string) {
+	b, _ := json.Marshal(s) // a string always marshals
+	w.Write(b)
+}
+
+// tableHeads are the value columns' titles in the table.
+var tableHeads = []string{
+	"CALLS", "INPUT TOKENS", "OUTPUT TOKENS",
+	"EUR", "LOCAL EUR", "UPSTREAM EUR",
+	"ESTIMATED", "ESTIMATED EUR",
+}
+
+// WriteTable writes the report for people: a title with the period, the
+// rows with keys left-aligned (an empty key shows as "-") and numbers
+// right-aligned, euros exact and aligned on the decimal point, a TOTAL row,
+// and a note on estimated usage when there is some.
+func (r *Report) WriteTable(w io.Writer) error {
+	bw := bufio.NewWriter(w)
+	by := make([]string, len(r.By))
+	for i, d := range r.By {
+		by[i] = string(d)
+	}
+	fmt.Fprintf(bw, "Flexway chargeback, %s, by %s\n", r.periodText(), strings.Join(by, ", "))
+	fmt.Fprintf(bw, "%d calls in the period out of %d audit lines in %d %s\n\n",
+		r.InPeriod, r.Lines, len(r.Files), plural(len(r.Files), "file", "files"))
+
+	nk := len(r.By)
+	cells := [][]string{}
+	head := make([]string, 0, nk+len(columns))
+	for _, d := range r.By {
+		head = append(head, strings.ToUpper(strings.ReplaceAll(string(d), "_", " ")))
+	}
+	cells = append(cells, append(head, tableHeads...))
+	for _, row := range r.Rows {
+		keys := make([]string, nk)
+		for i, k := range row.Keys {
+			if k == "" {
+				k = "-"
+			}
+			keys[i] = k
+		}
+		cells = append(cells, append(keys, row.values()...))
+	}
+	total := make([]string, nk)
+	total[0] = "TOTAL"
+	cells = append(cells, append(total, r.Total.values()...))
+
+	// Align euros on the decimal point: pad the decimals on the right.
+	for c := range columns {
+		if !isCost(c) {
+			continue
+		}
+		frac := 0
+		for _, row := range cells[1:] {
+			_, f, _ := strings.Cut(row[nk+c], ".")
+			frac = max(frac, len(f))
+		}
+		for _, row := range cells[1:] {
+			_, f, _ := strings.Cut(row[nk+c], ".")
+			row[nk+c] += strings.Repeat(" ", frac-len(f))
+		}
+	}
+	width := make([]int, len(cells[0]))
+	for _, row := range cells {
+		for i, s := range row {
+			width[i] = max(width[i], utf8.RuneCountInString(s))
+		}
+	}
+	line := func(row []string) {
+		var b strings.Builder
+		for i, s := range row {
+			if i > 0 {
+				b.WriteString("  ")
+			}
+			pad := strings.Repeat(" ", width[i]-utf8.RuneCountInString(s))
+			if i < nk {
+				b.WriteString(s + pad)
+			} else {
+				b.WriteString(pad + s)
+			}
+		}
+		bw.WriteString(strings.TrimRight(b.String(), " ") + "\n")
+	}
+	for i, row := range cells {
+		if i == len(cells)-1 {
+			total := 0
+			for _, w := range width {
+				total += w + 2
+			}
+			bw.WriteString(strings.Repeat("-", total-2) + "\n")
+		}
+		line(row)
+	}
+	bw.WriteString("\nEUR = LOCAL EUR (metered and billed by this gateway) + UPSTREAM EUR (by a relay's peer: metering: upstream).\n")
+	if r.Total.EstimatedCalls > 0 {
+		fmt.Fprintf(bw, "ESTIMATED: %d %s charged %s EUR on usage Flexway estimated because the upstream never reported it (a cut stream); included in EUR.\n",
+			r.Total.EstimatedCalls, plural(int(r.Total.EstimatedCalls), "call was", "calls were"), FormatEUR(r.Total.EstimatedCostNano))
+	}
+	return bw.Flush()
+}
+
+// periodText is the period as whole days when it is, else as instants.
+func (r *Report) periodText() string {
+	from, to := r.From, r.To
+	midnight := func(t time.Time) bool {
+		return t.Hour() == 0 && t.Minute() == 0 && t.Second() == 0 && t.Nanosecond() == 0
+	}
+	if midnight(from) && midnight(to) && from.Location() == to.Location() {
+		last := to.AddDate(0, 0, -1)
+		zone := from.Location().String()
+		if from.Day() == 1 && to.Day() == 1 && from.AddDate(0, 1, 0).Equal(to) {
+			return fmt.Sprintf("%s (%s)", from.Format("January 2006"), zone)
+		}
+		return fmt.Sprintf("%s to %s inclusive (%s)", from.Format(time.DateOnly), last.Format(time.DateOnly), zone)
+	}
+	return fmt.Sprintf("from %s to %s (excluded)", from.Format(time.RFC3339Nano), to.Format(time.RFC3339Nano))
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
