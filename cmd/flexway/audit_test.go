@@ -218,3 +218,37 @@ func TestReportEqualsLedger(t *testing.T) {
 		t.Errorf("report counts %v calls, want 4 (the refused one included)", total["calls"])
 	}
 }
+
+// TestMetricsAfterKnownCalls: /metrics holds the calls, euros and tokens of
+// known calls under the configuration's label values (a model the
+// configuration does not name is "other"), the budget gauges and the
+// circuit states.
+func TestMetricsAfterKnownCalls(t *testing.T) {
+	up := newUpstream(t, jsonHandler(200, `{"id":"c","object":"chat.completion","created":1,"model":"evil-x","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":7,"completion_tokens":3,"total_tokens":10}}`))
+	g := startGateway(t, budgetConfig(t, up.URL, up.URL, "    default: {tokens_per_day: 1000, eur_per_month: 5}"))
+	for range 2 {
+		resp := post(t, g, "/v1/chat/completions", chatBody)
+		io.Copy(io.Discard, resp.Body)
+	}
+	resp := send(t, g, "GET", "/metrics", nil, map[string]string{"Authorization": ""})
+	raw, _ := io.ReadAll(resp.Body)
+	text := string(raw)
+	labels := `agent="bot",backend="main",capability="chat",feature="",metered_by="local",model="other",operation="ai.chatCompletions",outcome="ok",tenant="acme"`
+	for _, want := range []string{
+		`flexway_inference_calls_total{` + labels + `} 2`,
+		`flexway_inference_cost_EUR_total{` + labels + `} 2.6e-05`, // 2 × (7 × 1 € + 3 × 2 €) per million
+		`flexway_budget_committed{agent="",cap="tokens_per_day",tenant="acme",unit="tokens"} 20`,
+		`flexway_budget_limit{agent="",cap="eur_per_month",tenant="acme",unit="eur"} 5`,
+		`flexway_backend_circuit{backend="main"} 0`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if resp.StatusCode != 200 || strings.Contains(text, "evil-x") {
+		t.Fatalf("status %d; an unconfigured model name reached /metrics:\n%s", resp.StatusCode, text)
+	}
+	if t.Failed() {
+		t.Logf("/metrics:\n%s", text)
+	}
+}

@@ -36,6 +36,7 @@ import (
 	"github.com/flexway/flexway/server/config"
 	"github.com/flexway/flexway/server/grpcproxy"
 	"github.com/flexway/flexway/server/routing"
+	"github.com/flexway/flexway/server/telemetry"
 	"github.com/flexway/flexway/server/vision"
 	"github.com/flexway/flexway/transcoder"
 	"github.com/flexway/flexway/transcoder/inproc"
@@ -57,6 +58,7 @@ type gateway struct {
 	inproc  *inproc.Channel // for the HTTP front
 	http    http.Handler
 	proxy   *grpcproxy.Proxy // nil when no specialised-model service is routed
+	metrics *telemetry.Metrics
 	closeMu sync.Once
 }
 
@@ -76,6 +78,13 @@ func build(cfg *config.Config, log *slog.Logger, led *budget.Ledger, aw *auditlo
 		return nil, err
 	}
 	proxied, frameSize := proxiedMetering(proxy)
+	metrics, err := newMetrics(cfg, proxy)
+	if err != nil {
+		return nil, fmt.Errorf("telemetry: %w", err)
+	}
+	if err := observe(metrics, cfg, led, bs); err != nil {
+		return nil, fmt.Errorf("telemetry: %w", err)
+	}
 	keys := newKeyring(cfg)
 	routes := routingTable(cfg)
 	accts := newAccounts(cfg)
@@ -121,6 +130,7 @@ func build(cfg *config.Config, log *slog.Logger, led *budget.Ledger, aw *auditlo
 				m, ok := proxy.Lookup(fullMethod)
 				return m.Feature, ok
 			},
+			Record: recordLine(metrics),
 			MeteredBy: func(backend string) string {
 				if b, ok := cfg.AI.Backends[backend]; ok && b.Metering != "" {
 					return string(b.Metering)
@@ -168,7 +178,7 @@ func build(cfg *config.Config, log *slog.Logger, led *budget.Ledger, aw *auditlo
 	healthpb.RegisterHealthServer(gs, hs)
 	reflection.Register(gs)
 
-	gw := &gateway{cfg: cfg, grpc: gs, health: hs, inproc: local, proxy: proxy}
+	gw := &gateway{cfg: cfg, grpc: gs, health: hs, inproc: local, proxy: proxy, metrics: metrics}
 	forward := []string{cfg.AI.SensitiveHeader}
 	for _, r := range cfg.Identity.Relays {
 		h := r.IdentityHeaders
@@ -203,9 +213,12 @@ func build(cfg *config.Config, log *slog.Logger, led *budget.Ledger, aw *auditlo
 			return nil
 		}
 	}
+	rest := http.NewServeMux()
+	rest.Handle("GET /metrics", metrics.Handler())
+	rest.Handle("/", adminHTTP)
 	gw.http, err = transcoder.New(transcoder.Options{
 		Ready:          ready,
-		Fallback:       adminHTTP,
+		Fallback:       rest,
 		Admit:          admit,
 		Conn:           local,
 		MaxBodyBytes:   int64(cfg.AI.Vision.MaxBodyBytes),
@@ -225,6 +238,7 @@ func (g *gateway) close() {
 		if g.proxy != nil {
 			_ = g.proxy.Close()
 		}
+		_ = g.metrics.Shutdown(context.Background())
 	})
 }
 

@@ -112,10 +112,11 @@ func ledgerInit(ctx context.Context, path string, stdout, stderr io.Writer) erro
 	return nil
 }
 
-// openAudit opens audit.path with audit.hash_key. Without a hash key,
+// openAudit opens audit.path with audit.hash_key; onFailure is told why
+// a batch could not be written. Without a hash key,
 // identifiers are hashed under a key made at start: hashes then differ from
 // one start to the next, which the log says.
-func openAudit(cfg *config.Config, log *slog.Logger) (*auditlog.Writer, error) {
+func openAudit(cfg *config.Config, log *slog.Logger, onFailure func(reason string)) (*auditlog.Writer, error) {
 	var key []byte
 	if cfg.Audit.HashKey.IsZero() {
 		key = make([]byte, 32)
@@ -128,5 +129,5 @@ func openAudit(cfg *config.Config, log *slog.Logger) (*auditlog.Writer, error) {
 		}
 		key = []byte(v)
 	}
-	return auditlog.Open(cfg.Audit.Path, key, auditlog.Options{Logger: log})
+	return auditlog.Open(cfg.Audit.Path, key, auditlog.Options{Logger: log, OnFailure: onFailure})
 }

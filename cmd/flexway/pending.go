@@ -13,9 +13,10 @@ import (
 func notYetEnforced(cfg *config.Config) []string {
 	var out []string
 	add := func(path, what string) { out = append(out, path+": not yet in this build: "+what) }
-	if cfg.Telemetry.PrometheusEnabled() || cfg.Telemetry.OTLPEndpoint != "" {
-		add("telemetry", "/metrics is not served")
+	if cfg.Telemetry.OTLPEndpoint != "" {
+		add("telemetry.otlp_endpoint", "metrics and traces are not exported over OTLP (/metrics is served)")
 	}
+	add("traces", "no trace spans are recorded or passed upstream")
 	if !cfg.Server.AdminKey.IsZero() {
 		add("server.admin_key", "the console (/console) is not served; the admin REST is")
 	}

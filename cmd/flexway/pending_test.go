@@ -26,7 +26,7 @@ func TestNotYetEnforcedNamesReferenceFeatures(t *testing.T) {
 			t.Errorf("%s is enforced, yet noted as not:\n%s", enforced, got)
 		}
 	}
-	for _, want := range []string{"telemetry:", "server.admin_key:"} {
+	for _, want := range []string{"traces:", "server.admin_key:"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("no note for %q in:\n%s", want, got)
 		}
@@ -49,7 +49,7 @@ func TestExampleConfigValidates(t *testing.T) {
 // TestNotYetEnforcedSaysNothingOfRelaysOrTLS: server.tls and kind: relay
 // backends (identity_headers, metering, client TLS) are enforced: the
 // compatibility files using them get no note about them, while the
-// features still pending (telemetry) are noted.
+// features still pending (traces) are noted.
 func TestNotYetEnforcedSaysNothingOfRelaysOrTLS(t *testing.T) {
 	for k, v := range map[string]string{"HQ_RELAY_KEY": "h", "PARTNER_RELAY_KEY": "p", "DIRECT_KEY": "d"} {
 		t.Setenv(k, v)
@@ -60,8 +60,8 @@ func TestNotYetEnforcedSaysNothingOfRelaysOrTLS(t *testing.T) {
 			t.Fatal(err)
 		}
 		got := strings.Join(notYetEnforced(cfg), "\n")
-		if !strings.Contains(got, "telemetry:") {
-			t.Errorf("%s: no note for telemetry in:\n%s", file, got)
+		if !strings.Contains(got, "traces:") {
+			t.Errorf("%s: no note for traces in:\n%s", file, got)
 		}
 		for _, bad := range []string{"tls", "relay", "identity", "metering"} {
 			if strings.Contains(got, bad) {

@@ -12,11 +12,13 @@ import (
 	"net/http"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/flexway/flexway/server/config"
+	"github.com/flexway/flexway/server/telemetry"
 )
 
 // shutdownGrace bounds how long open calls and streams may run after
@@ -58,7 +60,14 @@ func serve(ctx context.Context, path string, stdout, stderr io.Writer, ready lis
 	// Closed last, after every call committed: the embedded store is
 	// synced to disk on close.
 	defer led.Close()
-	aw, err := openAudit(cfg, log)
+	// The audit's failures are counted in the metrics, which the gateway
+	// builds after the audit is open.
+	var metrics atomic.Pointer[telemetry.Metrics]
+	aw, err := openAudit(cfg, log, func(reason string) {
+		if m := metrics.Load(); m != nil {
+			m.AuditFailure(reason)
+		}
+	})
 	if err != nil {
 		return err
 	}
@@ -73,6 +82,7 @@ func serve(ctx context.Context, path string, stdout, stderr io.Writer, ready lis
 	if err != nil {
 		return err
 	}
+	metrics.Store(gw.metrics)
 	for _, p := range notYetEnforced(cfg) {
 		log.Warn("configuration", "note", p)
 	}

@@ -159,6 +159,7 @@ func (c Config) write(ctx context.Context, a *auditing, err error) {
 		InputTokens:    o.InputTokens,
 		OutputTokens:   o.OutputTokens,
 		CostEUR:        auditlog.FormatNanoEUR(o.CostNanoEUR),
+		CostNanoEUR:    o.CostNanoEUR,
 		UsageEstimated: o.UsageEstimated,
 		MeteredBy:      "local",
 		Fallback:       st.Fallback(),

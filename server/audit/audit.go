@@ -61,6 +61,8 @@ type Line struct {
 	// CostEUR is the cost committed, a decimal string exact to the
 	// nano-euro ("0.000024000"); see [FormatNanoEUR].
 	CostEUR string `json:"cost_eur"`
+	// CostNanoEUR is the same in nano-euros, for metrics; not written.
+	CostNanoEUR int64 `json:"-"`
 	// UsageEstimated is set when the usage was estimated (a cut stream).
 	UsageEstimated bool `json:"usage_estimated"`
 	// MeteredBy is local, or upstream for a relay whose peer meters.

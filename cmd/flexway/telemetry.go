@@ -1,0 +1,110 @@
+package main
+
+import (
+	"context"
+	"slices"
+	"sort"
+
+	auditlog "github.com/flexway/flexway/server/audit"
+	"github.com/flexway/flexway/server/backends"
+	"github.com/flexway/flexway/server/backends/breaker"
+	"github.com/flexway/flexway/server/budget"
+	"github.com/flexway/flexway/server/config"
+	"github.com/flexway/flexway/server/grpcproxy"
+	"github.com/flexway/flexway/server/telemetry"
+)
+
+// newMetrics builds the gateway's metrics; label values are the
+// configuration's names only (tenants, agents, backends, models, the
+// proxied methods and their features), so that a caller cannot mint a
+// series.
+func newMetrics(cfg *config.Config, p *grpcproxy.Proxy) (*telemetry.Metrics, error) {
+	o := telemetry.Options{Prometheus: cfg.Telemetry.PrometheusEnabled()}
+	o.Operations, o.Features = proxiedLabels(p)
+	acc := newAccounts(cfg)
+	for tenant, agents := range acc {
+		o.Tenants = append(o.Tenants, tenant)
+		for a := range agents {
+			o.Agents = append(o.Agents, a)
+		}
+	}
+	for name, b := range cfg.AI.Backends {
+		o.Backends = append(o.Backends, name)
+		o.Models = append(o.Models, b.Models...)
+		if b.DefaultModel != "" {
+			o.Models = append(o.Models, b.DefaultModel)
+		}
+	}
+	for _, l := range [][]string{o.Tenants, o.Agents, o.Backends, o.Models} {
+		sort.Strings(l)
+	}
+	return telemetry.New(o)
+}
+
+// proxiedLabels are the proxied methods' full names and features.
+func proxiedLabels(p *grpcproxy.Proxy) (ops, features []string) {
+	if p == nil {
+		return nil, nil
+	}
+	for _, m := range p.Methods() {
+		ops = append(ops, m.FullMethod)
+		if m.Feature != "" && !slices.Contains(features, m.Feature) {
+			features = append(features, m.Feature)
+		}
+	}
+	return ops, features
+}
+
+// recordLine turns an audit line into the call's metrics.
+func recordLine(m *telemetry.Metrics) func(ctx context.Context, l *auditlog.Line) {
+	return func(ctx context.Context, l *auditlog.Line) {
+		model := l.ModelServed
+		if model == "" {
+			model = l.ModelRequested
+		}
+		m.RecordCall(ctx, telemetry.Call{
+			Operation: l.Operation, Tenant: l.Tenant, Agent: l.Agent, Backend: l.Backend, Model: model,
+			Capability: l.Capability, MeteredBy: l.MeteredBy, Feature: l.Feature, Outcome: l.Outcome,
+			InputTokens: l.InputTokens, OutputTokens: l.OutputTokens, CostNanoEUR: l.CostNanoEUR,
+		})
+	}
+}
+
+// observe registers the budget and circuit gauges.
+func observe(m *telemetry.Metrics, cfg *config.Config, led *budget.Ledger, bs map[string]backends.Backend) error {
+	acc := newAccounts(cfg)
+	if led != nil {
+		err := m.ObserveBudgets(func(ctx context.Context) []telemetry.BudgetReading {
+			var out []telemetry.BudgetReading
+			read := func(a budget.Account) {
+				caps, err := led.Usage(ctx, a)
+				if err != nil {
+					return
+				}
+				for _, c := range caps {
+					out = append(out, telemetry.BudgetReading{Tenant: a.Tenant, Agent: a.Agent, Cap: string(c.Cap), Unit: string(c.Unit),
+						Limit: c.Limit, Committed: c.Committed, Reserved: c.Reserved})
+				}
+			}
+			for tenant, agents := range acc {
+				read(budget.Account{Tenant: tenant})
+				for a := range agents {
+					read(budget.Account{Tenant: tenant, Agent: a})
+				}
+			}
+			return out
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return m.ObserveCircuits(func() map[string]string {
+		out := map[string]string{}
+		for name, b := range bs {
+			if w, ok := b.(*breaker.Backend); ok {
+				out[name] = w.State()
+			}
+		}
+		return out
+	})
+}
