@@ -578,3 +578,28 @@ func TestAdminEdgeCases(t *testing.T) {
 		t.Errorf("empty tenant over gRPC: %v, want INVALID_ARGUMENT", err)
 	}
 }
+
+// TestAdminListUsage: GET /flexway/v1/usage lists every account, tenants
+// before their agents, with their caps.
+func TestAdminListUsage(t *testing.T) {
+	up := newUpstream(t, usageUpstream(10, 5))
+	g := startGateway(t, budgetConfig(t, up.URL, up.URL, "    default: {tokens_per_day: 1000}"))
+	resp := post(t, g, "/v1/chat/completions", chatBody)
+	io.Copy(io.Discard, resp.Body)
+	resp = send(t, g, "GET", "/flexway/v1/usage", nil, map[string]string{"Authorization": "Bearer " + testAdminKey})
+	var body struct {
+		Accounts []struct {
+			Tenant, Agent string
+			Caps          []struct{ Cap, Committed string }
+		}
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("%d %v", resp.StatusCode, err)
+	}
+	if len(body.Accounts) != 2 || body.Accounts[0].Tenant != "acme" || body.Accounts[0].Agent != "" || body.Accounts[1].Agent != "bot" {
+		t.Fatalf("accounts %+v, want acme then acme/bot", body.Accounts)
+	}
+	if c := body.Accounts[0].Caps; len(c) != 1 || c[0].Cap != "tokens_per_day" || c[0].Committed != "15" {
+		t.Fatalf("acme's caps %+v, want tokens_per_day with 15 committed", c)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -362,6 +363,24 @@ func newAccounts(cfg *config.Config) accounts {
 		add(k.Tenant, k.Agent)
 	}
 	return a
+}
+
+// List implements [admin.Accounts.List].
+func (a accounts) List() []budget.Account {
+	var out []budget.Account
+	for tenant, agents := range a {
+		out = append(out, budget.Account{Tenant: tenant})
+		for agent := range agents {
+			out = append(out, budget.Account{Tenant: tenant, Agent: agent})
+		}
+	}
+	slices.SortFunc(out, func(x, y budget.Account) int {
+		if c := strings.Compare(x.Tenant, y.Tenant); c != 0 {
+			return c
+		}
+		return strings.Compare(x.Agent, y.Agent)
+	})
+	return out
 }
 
 // Known implements [admin.Accounts.Known].

@@ -29,6 +29,9 @@ type Accounts interface {
 	// Known reports whether the tenant (agent "") or the tenant's agent
 	// exists.
 	Known(tenant, agent string) bool
+	// List returns every account, sorted by tenant then agent, each
+	// tenant (agent "") before its agents.
+	List() []budget.Account
 }
 
 // Service implements [flexwayv1.AdminServiceServer].
@@ -43,6 +46,19 @@ type Service struct {
 // backends' current states, in any order.
 func New(l *budget.Ledger, accounts Accounts, backends func() []*flexwayv1.BackendState) *Service {
 	return &Service{ledger: l, accounts: accounts, backends: backends}
+}
+
+// ListUsage implements [flexwayv1.AdminServiceServer.ListUsage].
+func (s *Service) ListUsage(ctx context.Context, _ *flexwayv1.ListUsageRequest) (*flexwayv1.ListUsageResponse, error) {
+	out := &flexwayv1.ListUsageResponse{}
+	for _, a := range s.accounts.List() {
+		u, err := s.usage(ctx, a)
+		if err != nil {
+			return nil, err
+		}
+		out.Accounts = append(out.Accounts, u)
+	}
+	return out, nil
 }
 
 // ListBackends implements [flexwayv1.AdminServiceServer.ListBackends].

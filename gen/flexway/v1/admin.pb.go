@@ -470,6 +470,89 @@ func (x *BackendState) GetCircuit() string {
 	return ""
 }
 
+// ListUsageRequest takes no parameters.
+type ListUsageRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListUsageRequest) Reset() {
+	*x = ListUsageRequest{}
+	mi := &file_flexway_v1_admin_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListUsageRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListUsageRequest) ProtoMessage() {}
+
+func (x *ListUsageRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_flexway_v1_admin_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListUsageRequest.ProtoReflect.Descriptor instead.
+func (*ListUsageRequest) Descriptor() ([]byte, []int) {
+	return file_flexway_v1_admin_proto_rawDescGZIP(), []int{7}
+}
+
+// ListUsageResponse is every account's budget.
+type ListUsageResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Accounts, one per tenant and per agent.
+	Accounts      []*BudgetUsage `protobuf:"bytes,1,rep,name=accounts,proto3" json:"accounts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListUsageResponse) Reset() {
+	*x = ListUsageResponse{}
+	mi := &file_flexway_v1_admin_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListUsageResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListUsageResponse) ProtoMessage() {}
+
+func (x *ListUsageResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_flexway_v1_admin_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListUsageResponse.ProtoReflect.Descriptor instead.
+func (*ListUsageResponse) Descriptor() ([]byte, []int) {
+	return file_flexway_v1_admin_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ListUsageResponse) GetAccounts() []*BudgetUsage {
+	if x != nil {
+		return x.Accounts
+	}
+	return nil
+}
+
 var File_flexway_v1_admin_proto protoreflect.FileDescriptor
 
 const file_flexway_v1_admin_proto_rawDesc = "" +
@@ -502,12 +585,17 @@ const file_flexway_v1_admin_proto_rawDesc = "" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x1a\n" +
 	"\bexternal\x18\x03 \x01(\bR\bexternal\x12\"\n" +
 	"\fcapabilities\x18\x04 \x03(\tR\fcapabilities\x12\x18\n" +
-	"\acircuit\x18\x05 \x01(\tR\acircuit2\xce\x03\n" +
+	"\acircuit\x18\x05 \x01(\tR\acircuit\"\x12\n" +
+	"\x10ListUsageRequest\"H\n" +
+	"\x11ListUsageResponse\x123\n" +
+	"\baccounts\x18\x01 \x03(\v2\x17.flexway.v1.BudgetUsageR\baccounts2\xc8\x04\n" +
 	"\fAdminService\x12\x92\x01\n" +
 	"\x0eGetTenantUsage\x12!.flexway.v1.GetTenantUsageRequest\x1a\x17.flexway.v1.BudgetUsage\"D\xa2\xbb\x18\x16\n" +
 	"\x14admin.getTenantUsage\x82\xd3\xe4\x93\x02$\x12\"/flexway/v1/tenants/{tenant}/usage\x12\x9e\x01\n" +
 	"\rGetAgentUsage\x12 .flexway.v1.GetAgentUsageRequest\x1a\x17.flexway.v1.BudgetUsage\"R\xa2\xbb\x18\x15\n" +
-	"\x13admin.getAgentUsage\x82\xd3\xe4\x93\x023\x121/flexway/v1/tenants/{tenant}/agents/{agent}/usage\x12\x87\x01\n" +
+	"\x13admin.getAgentUsage\x82\xd3\xe4\x93\x023\x121/flexway/v1/tenants/{tenant}/agents/{agent}/usage\x12x\n" +
+	"\tListUsage\x12\x1c.flexway.v1.ListUsageRequest\x1a\x1d.flexway.v1.ListUsageResponse\".\xa2\xbb\x18\x11\n" +
+	"\x0fadmin.listUsage\x82\xd3\xe4\x93\x02\x13\x12\x11/flexway/v1/usage\x12\x87\x01\n" +
 	"\fListBackends\x12\x1f.flexway.v1.ListBackendsRequest\x1a .flexway.v1.ListBackendsResponse\"4\xa2\xbb\x18\x14\n" +
 	"\x12admin.listBackends\x82\xd3\xe4\x93\x02\x16\x12\x14/flexway/v1/backendsB\x9a\x01\n" +
 	"\x0ecom.flexway.v1B\n" +
@@ -527,7 +615,7 @@ func file_flexway_v1_admin_proto_rawDescGZIP() []byte {
 	return file_flexway_v1_admin_proto_rawDescData
 }
 
-var file_flexway_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_flexway_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_flexway_v1_admin_proto_goTypes = []any{
 	(*GetTenantUsageRequest)(nil), // 0: flexway.v1.GetTenantUsageRequest
 	(*GetAgentUsageRequest)(nil),  // 1: flexway.v1.GetAgentUsageRequest
@@ -536,21 +624,26 @@ var file_flexway_v1_admin_proto_goTypes = []any{
 	(*ListBackendsRequest)(nil),   // 4: flexway.v1.ListBackendsRequest
 	(*ListBackendsResponse)(nil),  // 5: flexway.v1.ListBackendsResponse
 	(*BackendState)(nil),          // 6: flexway.v1.BackendState
+	(*ListUsageRequest)(nil),      // 7: flexway.v1.ListUsageRequest
+	(*ListUsageResponse)(nil),     // 8: flexway.v1.ListUsageResponse
 }
 var file_flexway_v1_admin_proto_depIdxs = []int32{
 	3, // 0: flexway.v1.BudgetUsage.caps:type_name -> flexway.v1.CapUsage
 	6, // 1: flexway.v1.ListBackendsResponse.backends:type_name -> flexway.v1.BackendState
-	0, // 2: flexway.v1.AdminService.GetTenantUsage:input_type -> flexway.v1.GetTenantUsageRequest
-	1, // 3: flexway.v1.AdminService.GetAgentUsage:input_type -> flexway.v1.GetAgentUsageRequest
-	4, // 4: flexway.v1.AdminService.ListBackends:input_type -> flexway.v1.ListBackendsRequest
-	2, // 5: flexway.v1.AdminService.GetTenantUsage:output_type -> flexway.v1.BudgetUsage
-	2, // 6: flexway.v1.AdminService.GetAgentUsage:output_type -> flexway.v1.BudgetUsage
-	5, // 7: flexway.v1.AdminService.ListBackends:output_type -> flexway.v1.ListBackendsResponse
-	5, // [5:8] is the sub-list for method output_type
-	2, // [2:5] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	2, // [2:2] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	2, // 2: flexway.v1.ListUsageResponse.accounts:type_name -> flexway.v1.BudgetUsage
+	0, // 3: flexway.v1.AdminService.GetTenantUsage:input_type -> flexway.v1.GetTenantUsageRequest
+	1, // 4: flexway.v1.AdminService.GetAgentUsage:input_type -> flexway.v1.GetAgentUsageRequest
+	7, // 5: flexway.v1.AdminService.ListUsage:input_type -> flexway.v1.ListUsageRequest
+	4, // 6: flexway.v1.AdminService.ListBackends:input_type -> flexway.v1.ListBackendsRequest
+	2, // 7: flexway.v1.AdminService.GetTenantUsage:output_type -> flexway.v1.BudgetUsage
+	2, // 8: flexway.v1.AdminService.GetAgentUsage:output_type -> flexway.v1.BudgetUsage
+	8, // 9: flexway.v1.AdminService.ListUsage:output_type -> flexway.v1.ListUsageResponse
+	5, // 10: flexway.v1.AdminService.ListBackends:output_type -> flexway.v1.ListBackendsResponse
+	7, // [7:11] is the sub-list for method output_type
+	3, // [3:7] is the sub-list for method input_type
+	3, // [3:3] is the sub-list for extension type_name
+	3, // [3:3] is the sub-list for extension extendee
+	0, // [0:3] is the sub-list for field type_name
 }
 
 func init() { file_flexway_v1_admin_proto_init() }
@@ -565,7 +658,7 @@ func file_flexway_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_flexway_v1_admin_proto_rawDesc), len(file_flexway_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   7,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

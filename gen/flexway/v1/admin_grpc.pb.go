@@ -21,6 +21,7 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	AdminService_GetTenantUsage_FullMethodName = "/flexway.v1.AdminService/GetTenantUsage"
 	AdminService_GetAgentUsage_FullMethodName  = "/flexway.v1.AdminService/GetAgentUsage"
+	AdminService_ListUsage_FullMethodName      = "/flexway.v1.AdminService/ListUsage"
 	AdminService_ListBackends_FullMethodName   = "/flexway.v1.AdminService/ListBackends"
 )
 
@@ -39,6 +40,10 @@ type AdminServiceClient interface {
 	// GetAgentUsage returns an agent's own caps (enforced besides its
 	// tenant's), for the current period.
 	GetAgentUsage(ctx context.Context, in *GetAgentUsageRequest, opts ...grpc.CallOption) (*BudgetUsage, error)
+	// ListUsage returns the budget of every tenant and agent that exists
+	// (declared in ai.tenants or named by an API key), sorted by tenant then
+	// agent, the tenant's own first.
+	ListUsage(ctx context.Context, in *ListUsageRequest, opts ...grpc.CallOption) (*ListUsageResponse, error)
 	// ListBackends returns every backend of ai.backends with the state of
 	// its circuit breaker, sorted by name.
 	ListBackends(ctx context.Context, in *ListBackendsRequest, opts ...grpc.CallOption) (*ListBackendsResponse, error)
@@ -72,6 +77,16 @@ func (c *adminServiceClient) GetAgentUsage(ctx context.Context, in *GetAgentUsag
 	return out, nil
 }
 
+func (c *adminServiceClient) ListUsage(ctx context.Context, in *ListUsageRequest, opts ...grpc.CallOption) (*ListUsageResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListUsageResponse)
+	err := c.cc.Invoke(ctx, AdminService_ListUsage_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *adminServiceClient) ListBackends(ctx context.Context, in *ListBackendsRequest, opts ...grpc.CallOption) (*ListBackendsResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ListBackendsResponse)
@@ -97,6 +112,10 @@ type AdminServiceServer interface {
 	// GetAgentUsage returns an agent's own caps (enforced besides its
 	// tenant's), for the current period.
 	GetAgentUsage(context.Context, *GetAgentUsageRequest) (*BudgetUsage, error)
+	// ListUsage returns the budget of every tenant and agent that exists
+	// (declared in ai.tenants or named by an API key), sorted by tenant then
+	// agent, the tenant's own first.
+	ListUsage(context.Context, *ListUsageRequest) (*ListUsageResponse, error)
 	// ListBackends returns every backend of ai.backends with the state of
 	// its circuit breaker, sorted by name.
 	ListBackends(context.Context, *ListBackendsRequest) (*ListBackendsResponse, error)
@@ -115,6 +134,9 @@ func (UnimplementedAdminServiceServer) GetTenantUsage(context.Context, *GetTenan
 }
 func (UnimplementedAdminServiceServer) GetAgentUsage(context.Context, *GetAgentUsageRequest) (*BudgetUsage, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetAgentUsage not implemented")
+}
+func (UnimplementedAdminServiceServer) ListUsage(context.Context, *ListUsageRequest) (*ListUsageResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListUsage not implemented")
 }
 func (UnimplementedAdminServiceServer) ListBackends(context.Context, *ListBackendsRequest) (*ListBackendsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListBackends not implemented")
@@ -176,6 +198,24 @@ func _AdminService_GetAgentUsage_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_ListUsage_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListUsageRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ListUsage(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ListUsage_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ListUsage(ctx, req.(*ListUsageRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _AdminService_ListBackends_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ListBackendsRequest)
 	if err := dec(in); err != nil {
@@ -208,6 +248,10 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetAgentUsage",
 			Handler:    _AdminService_GetAgentUsage_Handler,
+		},
+		{
+			MethodName: "ListUsage",
+			Handler:    _AdminService_ListUsage_Handler,
 		},
 		{
 			MethodName: "ListBackends",
