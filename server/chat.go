@@ -55,7 +55,9 @@ func (c *Core) CreateChatCompletion(ctx context.Context, req *flexwayv1.CreateCh
 		if !ok {
 			return nil, faults.New(faults.Internal, "backend %q is not configured", name)
 		}
-		resp, served, err := b.CreateChatCompletion(ctx, req)
+		actx, span := c.startAttempt(ctx, name, i)
+		resp, served, err := b.CreateChatCompletion(actx, req)
+		endAttempt(span, err)
 		if err != nil {
 			c.attempt(ctx, st, name, err)
 			st.SetOutcome(call.Outcome{Backend: name, ModelRequested: req.GetModel(), ModelServed: served.ModelSent})
@@ -112,9 +114,11 @@ func (c *Core) StreamChatCompletion(req *flexwayv1.CreateChatCompletionRequest, 
 			return faults.New(faults.Internal, "backend %q is not configured", name)
 		}
 		o := call.Outcome{Backend: name, ModelRequested: req.GetModel()}
-		stream, served, err := b.StreamChatCompletion(ctx, req)
+		actx, span := c.startAttempt(ctx, name, i)
+		stream, served, err := b.StreamChatCompletion(actx, req)
 		o.ModelServed = served.ModelSent
 		if err != nil {
+			endAttempt(span, err)
 			c.attempt(ctx, st, name, err)
 			st.SetOutcome(o)
 			last = err
@@ -125,6 +129,7 @@ func (c *Core) StreamChatCompletion(req *flexwayv1.CreateChatCompletionRequest, 
 		}
 		sent, err := c.relay(ss, stream, &o, wantUsage, i > 0)
 		stream.Close()
+		endAttempt(span, err)
 		st.SetOutcome(o)
 		if err == nil {
 			if i > 0 {

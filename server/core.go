@@ -8,6 +8,10 @@ import (
 	"sort"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
@@ -38,6 +42,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Started is the Unix time reported as each model's `created`.
 	Started time.Time
+	// Tracer records a span per upstream attempt (fallbacks show as
+	// further attempts); nil records none.
+	Tracer trace.Tracer
 }
 
 // Core implements flexwayv1.ChatServiceServer, EmbeddingsServiceServer and
@@ -59,6 +66,9 @@ func New(opts Options) *Core {
 	}
 	if opts.Started.IsZero() {
 		opts.Started = time.Now()
+	}
+	if opts.Tracer == nil {
+		opts.Tracer = noop.NewTracerProvider().Tracer("")
 	}
 	return &Core{opts: opts, log: log}
 }
@@ -125,6 +135,24 @@ func (c *Core) attempt(ctx context.Context, st *call.State, backend string, err 
 		return
 	}
 	c.log.WarnContext(ctx, "upstream attempt failed", attrs...)
+}
+
+// startAttempt starts the span of the call's attempt number i (from 0)
+// on backend name.
+func (c *Core) startAttempt(ctx context.Context, name string, i int) (context.Context, trace.Span) {
+	return c.opts.Tracer.Start(ctx, "flexway.upstream_attempt", trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(attribute.String("flexway.backend", name), attribute.Int("flexway.attempt", i+1), attribute.Bool("flexway.fallback", i > 0)))
+}
+
+// endAttempt ends an attempt's span with its error, if any: its reason,
+// never its message.
+func endAttempt(span trace.Span, err error) {
+	if err != nil {
+		reason := string(faults.As(err).Reason)
+		span.SetAttributes(attribute.String("flexway.reason", reason))
+		span.SetStatus(codes.Error, reason)
+	}
+	span.End()
 }
 
 // setServedHeaders sends the header metadata of a served call.

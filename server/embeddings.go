@@ -27,7 +27,9 @@ func (c *Core) CreateEmbedding(ctx context.Context, req *flexwayv1.CreateEmbeddi
 		if !ok {
 			return nil, faults.New(faults.Internal, "backend %q is not configured", name)
 		}
-		resp, served, err := b.CreateEmbedding(ctx, req)
+		actx, span := c.startAttempt(ctx, name, i)
+		resp, served, err := b.CreateEmbedding(actx, req)
+		endAttempt(span, err)
 		o := call.Outcome{Backend: name, ModelRequested: req.GetModel(), ModelServed: served.ModelSent}
 		if err != nil {
 			c.attempt(ctx, st, name, err)

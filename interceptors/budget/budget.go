@@ -23,6 +23,9 @@ import (
 	"math"
 	"time"
 
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
@@ -66,6 +69,9 @@ type Config struct {
 	// FrameSize gives the size in bytes of a proxied call's message (a raw
 	// frame), for per-byte metering.
 	FrameSize func(msg any) (int, bool)
+	// Tracer records the ledger's spans (check and reserve, commit or
+	// release); nil records none.
+	Tracer trace.Tracer
 	// Logger receives a line when a served call could not be committed
 	// (amounts and ids, never content); nil discards.
 	Logger *slog.Logger
@@ -82,6 +88,9 @@ func New(cfg Config) *Meter {
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Tracer == nil {
+		cfg.Tracer = noop.NewTracerProvider().Tracer("")
 	}
 	return &Meter{cfg: cfg, log: log}
 }
@@ -263,7 +272,9 @@ func (s *stream) RecvMsg(msg any) error {
 
 // admit checks the caller's caps, plans the call into st.Plan, and
 // reserves est priced at the planned backend.
-func (m *Meter) admit(ctx context.Context, st *call.State, req any, est Estimate, setHeader func(metadata.MD)) (*ledger.Reservation, error) {
+func (m *Meter) admit(ctx context.Context, st *call.State, req any, est Estimate, setHeader func(metadata.MD)) (res *ledger.Reservation, err error) {
+	ctx, span := m.cfg.Tracer.Start(ctx, "flexway.budget.reserve")
+	defer func() { endSpan(span, err) }()
 	acct := ledger.Account{Tenant: st.Tenant, Agent: st.Agent}
 	if k := m.cfg.Known; k != nil && (!k(st.Tenant, "") || (st.Agent != "" && !k(st.Tenant, st.Agent))) {
 		return nil, faults.New(faults.InvalidAPIKey, "tenant %q or its agent %q is not declared here: no budget can be charged", st.Tenant, st.Agent)
@@ -289,7 +300,7 @@ func (m *Meter) admit(ctx context.Context, st *call.State, req any, est Estimate
 		setHeader(metadata.Pairs(HeaderBudget, "soft"))
 	}
 	price := m.cfg.Prices[plan.Backends[0]]
-	res, err := m.cfg.Ledger.Reserve(ctx, acct, ledger.Amount{
+	res, err = m.cfg.Ledger.Reserve(ctx, acct, ledger.Amount{
 		Tokens:  saturatingAdd(est.Input, est.Output),
 		NanoEUR: price.Cost(est.Input, est.Output),
 	})
@@ -303,6 +314,8 @@ func (m *Meter) admit(ctx context.Context, st *call.State, req any, est Estimate
 // nothing was served. The outcome is updated with the charged usage when
 // it was estimated.
 func (m *Meter) settle(ctx context.Context, st *call.State, res *ledger.Reservation, est Estimate) {
+	ctx, span := m.cfg.Tracer.Start(ctx, "flexway.budget.settle")
+	defer span.End()
 	o := st.Outcome()
 	if !o.Served {
 		if err := m.cfg.Ledger.Release(ctx, res); err != nil {
@@ -371,4 +384,12 @@ func saturatingAdd(a, b int64) int64 {
 		return math.MaxInt64
 	}
 	return a + b
+}
+
+// endSpan ends span with err's reason, if any.
+func endSpan(span trace.Span, err error) {
+	if err != nil {
+		span.SetStatus(codes.Error, string(faults.As(err).Reason))
+	}
+	span.End()
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"go.opentelemetry.io/otel"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -261,6 +262,8 @@ func (p *Proxy) handle(_ any, ss grpc.ServerStream) error {
 	if err != nil {
 		return err
 	}
+	// W3C trace context of Flexway's own span (none without tracing).
+	otel.GetTextMapPropagator().Inject(ctx, mdCarrier(md))
 
 	ctx, cancel := context.WithCancel(metadata.NewOutgoingContext(ctx, md))
 	defer cancel()
@@ -452,5 +455,25 @@ func sortedKeys[V any](m map[string]V) []string {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
+	return keys
+}
+
+// mdCarrier is gRPC metadata as a propagation.TextMapCarrier.
+type mdCarrier metadata.MD
+
+func (c mdCarrier) Get(key string) string {
+	if v := metadata.MD(c).Get(key); len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+func (c mdCarrier) Set(key, value string) { metadata.MD(c).Set(key, value) }
+
+func (c mdCarrier) Keys() []string {
+	keys := make([]string, 0, len(c))
+	for k := range c {
+		keys = append(keys, k)
+	}
 	return keys
 }

@@ -13,6 +13,9 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
 	"github.com/flexway/flexway/server/backends"
 	"github.com/flexway/flexway/server/call"
@@ -211,6 +214,8 @@ func (b *Backend) send(ctx context.Context, url string, body []byte, accept stri
 		req.Header[authName] = []string{authValue}
 	}
 	b.setIdentity(ctx, req.Header)
+	// W3C trace context of Flexway's own span (none without tracing).
+	otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(req.Header))
 	headerTimer := time.AfterFunc(b.timeout, func() { cancel(errHeaderTimeout) })
 	resp, err := b.client.Do(req)
 	headerTimer.Stop()
