@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -40,6 +42,7 @@ import (
 	"github.com/flexway/flexway/server/telemetry"
 	"github.com/flexway/flexway/server/vision"
 	"github.com/flexway/flexway/transcoder"
+	"github.com/flexway/flexway/transcoder/console"
 	"github.com/flexway/flexway/transcoder/inproc"
 )
 
@@ -60,7 +63,9 @@ type gateway struct {
 	http    http.Handler
 	proxy   *grpcproxy.Proxy // nil when no specialised-model service is routed
 	metrics *telemetry.Metrics
-	closeMu sync.Once
+	// stopTracing flushes and stops the tracer provider.
+	stopTracing func(context.Context) error
+	closeMu     sync.Once
 }
 
 // build wires a gateway from a loaded configuration: the same path for
@@ -83,6 +88,8 @@ func build(cfg *config.Config, log *slog.Logger, led *budget.Ledger, aw *auditlo
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: %w", err)
 	}
+	tp, stopTracing := newTracing(cfg)
+	tracer := tp.Tracer("github.com/flexway/flexway")
 	if err := observe(metrics, cfg, led, bs); err != nil {
 		return nil, fmt.Errorf("telemetry: %w", err)
 	}
@@ -100,6 +107,7 @@ func build(cfg *config.Config, log *slog.Logger, led *budget.Ledger, aw *auditlo
 			Known:                 accts.Known,
 			Proxied:               proxied,
 			FrameSize:             frameSize,
+			Tracer:                tracer,
 			Logger:                log,
 		})
 	}
@@ -154,7 +162,8 @@ func build(cfg *config.Config, log *slog.Logger, led *budget.Ledger, aw *auditlo
 	if err != nil {
 		return nil, err
 	}
-	opts := append(chain.ServerOptions(), grpc.MaxRecvMsgSize(maxMsg), grpc.MaxSendMsgSize(64<<20))
+	opts := append(chain.ServerOptions(), grpc.MaxRecvMsgSize(maxMsg), grpc.MaxSendMsgSize(64<<20),
+		grpc.StatsHandler(otelgrpc.NewServerHandler(otelgrpc.WithTracerProvider(tp), otelgrpc.WithMeterProvider(metrics.MeterProvider()))))
 	if proxy != nil {
 		// Routed specialised-model services are proxied as raw frames,
 		// through the same chain; the codec keeps flexway.v1 protobuf.
@@ -167,6 +176,7 @@ func build(cfg *config.Config, log *slog.Logger, led *budget.Ledger, aw *auditlo
 		Models:   models,
 		Routes:   routes,
 		Logger:   log,
+		Tracer:   tracer,
 	})
 	core.Register(gs)
 	core.Register(local)
@@ -217,6 +227,9 @@ func build(cfg *config.Config, log *slog.Logger, led *budget.Ledger, aw *auditlo
 	rest := http.NewServeMux()
 	rest.Handle("GET /metrics", metrics.Handler())
 	rest.Handle("/", adminHTTP)
+	con := console.Handler(console.Options{AdminKeySum: adminSum, Soft: cfg.AI.Budget.Soft, Upstream: rest})
+	rest.Handle("/console", con)
+	rest.Handle("/console/", con)
 	gw.http, err = transcoder.New(transcoder.Options{
 		Ready:          ready,
 		Fallback:       rest,
@@ -229,6 +242,8 @@ func build(cfg *config.Config, log *slog.Logger, led *budget.Ledger, aw *auditlo
 	if err != nil {
 		return nil, err
 	}
+	gw.http = otelhttp.NewHandler(gw.http, "flexway.http", otelhttp.WithTracerProvider(tp), otelhttp.WithMeterProvider(metrics.MeterProvider()))
+	gw.stopTracing = stopTracing
 	return gw, nil
 }
 
@@ -240,6 +255,7 @@ func (g *gateway) close() {
 			_ = g.proxy.Close()
 		}
 		_ = g.metrics.Shutdown(context.Background())
+		_ = g.stopTracing(context.Background())
 	})
 }
 

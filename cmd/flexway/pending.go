@@ -17,9 +17,6 @@ func notYetEnforced(cfg *config.Config) []string {
 		add("telemetry.otlp_endpoint", "metrics and traces are not exported over OTLP (/metrics is served)")
 	}
 	add("traces", "no trace spans are recorded or passed upstream")
-	if !cfg.Server.AdminKey.IsZero() {
-		add("server.admin_key", "the console (/console) is not served; the admin REST is")
-	}
 	slices.Sort(out)
 	return out
 }
