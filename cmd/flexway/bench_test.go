@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	auditlog "github.com/flexway/flexway/server/audit"
 	budgetpkg "github.com/flexway/flexway/server/budget"
 	"github.com/flexway/flexway/server/config"
 )
@@ -81,7 +82,8 @@ func BenchmarkChatCompletionInProcess(b *testing.B) {
 // [BenchmarkChatCompletionInProcess] is the caller-side HTTP. The hop to the
 // fake upstream is still loopback HTTP.
 //
-// budget=off builds the gateway without a ledger; budget=embedded meters
+// budget=off builds the gateway without a ledger (metrics are always on);
+// budget=embedded,audit adds the audit log; budget=embedded meters
 // every call against caps in force (tokens per day and euros per month, for
 // the tenant) in the embedded ledger, and budget=redis in the Redis ledger
 // at FLEXWAY_TEST_REDIS_URL (database 3; skipped without it): their
@@ -89,12 +91,13 @@ func BenchmarkChatCompletionInProcess(b *testing.B) {
 func BenchmarkChatCompletionHandler(b *testing.B) {
 	caps := "    default: {tokens_per_day: 1000000000000, eur_per_month: 1000000}"
 	for _, bc := range []struct {
-		name, budget string
-		ledger       bool
+		name, budget  string
+		ledger, audit bool
 	}{
-		{"budget=off", caps, false},
-		{"budget=embedded", caps, true},
-		{"budget=redis", "", true},
+		{"budget=off", caps, false, false},
+		{"budget=embedded", caps, true, false},
+		{"budget=embedded,audit", caps, true, true},
+		{"budget=redis", "", true, false},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			up := newBenchUpstream(b)
@@ -129,7 +132,14 @@ func BenchmarkChatCompletionHandler(b *testing.B) {
 			}
 			// The same wiring serve runs, minus the listeners: build, then
 			// serve the gRPC core on the in-process channel only.
-			gw, err := build(cfg, slog.New(slog.DiscardHandler), led, nil)
+			var aw *auditlog.Writer
+			if bc.audit {
+				if aw, err = openAudit(cfg, slog.New(slog.DiscardHandler), nil); err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { aw.Close() })
+			}
+			gw, err := build(cfg, slog.New(slog.DiscardHandler), led, aw)
 			if err != nil {
 				b.Fatal(err)
 			}
