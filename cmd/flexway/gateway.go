@@ -88,7 +88,10 @@ func build(cfg *config.Config, log *slog.Logger, led *budget.Ledger, aw *auditlo
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: %w", err)
 	}
-	tp, stopTracing := newTracing(cfg)
+	tp, stopTracing, err := newTracing(cfg)
+	if err != nil {
+		return nil, err
+	}
 	tracer := tp.Tracer("github.com/flexway/flexway")
 	if err := observe(metrics, cfg, led, bs); err != nil {
 		return nil, fmt.Errorf("telemetry: %w", err)

@@ -21,6 +21,11 @@ import (
 func newMetrics(cfg *config.Config, p *grpcproxy.Proxy) (*telemetry.Metrics, error) {
 	o := telemetry.Options{Prometheus: cfg.Telemetry.PrometheusEnabled()}
 	o.Operations, o.Features = proxiedLabels(p)
+	readers, err := otlpMetricReaders(cfg)
+	if err != nil {
+		return nil, err
+	}
+	o.Readers = readers
 	acc := newAccounts(cfg)
 	for tenant, agents := range acc {
 		o.Tenants = append(o.Tenants, tenant)
