@@ -1,9 +1,12 @@
 package interceptors_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"errors"
+	"log/slog"
+	"strings"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -69,5 +72,31 @@ func TestChainOrder(t *testing.T) {
 	health := &grpc.UnaryServerInfo{FullMethod: "/grpc.health.v1.Health/Check"}
 	if out, err := unary(context.Background(), nil, health, handler); err != nil || out != "ok" {
 		t.Fatalf("health check without a key: %v", err)
+	}
+}
+
+// TestPanicNeverLogsItsValue: a handler that panics with a value quoting
+// the request gets INTERNAL, and the log, at debug level, holds the panic's
+// type and stack but not its value.
+func TestPanicNeverLogsItsValue(t *testing.T) {
+	const marker = "ZQXJ-PANIC-MARKER"
+	var logs bytes.Buffer
+	log := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	c, err := interceptors.New(interceptors.Config{Keys: ring{}, Sensitivity: sensitiveTenants{}, SensitiveHeader: "Flexway-Sensitive", Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	withKey := metadata.NewIncomingContext(context.Background(), metadata.Pairs("authorization", "Bearer sk-acme"))
+	good := &flexwayv1.CreateChatCompletionRequest{Model: "m", Messages: []*flexwayv1.ChatMessage{{Role: "user", Content: &flexwayv1.ChatMessage_Text{Text: marker}}}}
+	_, err = c.UnaryInterceptor()(withKey, good, &grpc.UnaryServerInfo{FullMethod: "/flexway.v1.ChatService/CreateChatCompletion"},
+		func(_ context.Context, req any) (any, error) {
+			panic("cannot handle " + req.(*flexwayv1.CreateChatCompletionRequest).GetMessages()[0].GetText())
+		})
+	var fe *faults.Error
+	if !errors.As(err, &fe) || fe.Reason != faults.Internal || strings.Contains(err.Error(), marker) {
+		t.Fatalf("error %v, want internal_error without the panic's value", err)
+	}
+	if !strings.Contains(logs.String(), "panic in a gRPC handler") || strings.Contains(logs.String(), marker) {
+		t.Fatalf("log:\n%s", logs.String())
 	}
 }
