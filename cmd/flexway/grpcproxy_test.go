@@ -275,3 +275,32 @@ func TestProxiedThroughGrpcurl(t *testing.T) {
 		t.Fatal("the grpcurl call was not charged")
 	}
 }
+
+// TestPerByteStreamHeldToTheCap: a per-byte stream whose answers would take
+// the tenant past its cap ends with RESOURCE_EXHAUSTED before the message
+// that would pass it; what passed is charged, never more than the cap.
+func TestPerByteStreamHeldToTheCap(t *testing.T) {
+	addr, _ := startOCR(t)
+	// 0.005 EUR at 0.01 EUR per 1,000 bytes: 500 bytes.
+	g := startGateway(t, ocrConfig(t, addr, ocrDescriptorSet(t), false, "    default: {eur_per_month: 0.005}"))
+	client := ocrv1.NewOcrServiceClient(grpcConn(t, g))
+	stream, err := client.StreamRecognize(withKey(t, demoKey), &ocrv1.StreamRecognizeRequest{Pages: make([][]byte, 60)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pages := 0
+	for {
+		_, err = stream.Recv()
+		if err != nil {
+			break
+		}
+		pages++
+	}
+	if status.Code(err) != codes.ResourceExhausted || pages == 0 || pages >= 60 {
+		t.Fatalf("after %d pages: %v; want RESOURCE_EXHAUSTED part way", pages, err)
+	}
+	u := usageOf(t, g, "")["eur_per_month"]
+	if u.Committed > 5_000_000 || u.Committed == 0 || u.Reserved != 0 {
+		t.Fatalf("committed %d of 5,000,000 nano-euros, reserved %d", u.Committed, u.Reserved)
+	}
+}

@@ -32,11 +32,6 @@ const (
 	PerByte = "per_byte"
 )
 
-// perByteEstimateFactor: a per-byte call reserves, when its first request
-// message arrives, this many times that message's size (the request and a
-// response of the same size); the commit charges the bytes that passed.
-const perByteEstimateFactor = 2
-
 // costPerThousand is units × nanoPerThousand / 1000 nano-euros, rounded up,
 // saturating.
 func costPerThousand(units, nanoPerThousand int64) int64 {
@@ -59,9 +54,10 @@ func costPerThousand(units, nanoPerThousand int64) int64 {
 
 // meterProxied runs a proxied call metered by p. The caller's caps are
 // checked before the handler runs. A per-call method reserves the price of
-// one call at once; a per-byte one reserves, when its first request message
-// arrives (before the upstream is called), an estimate of twice that
-// message's size. Specialised models report no tokens: only euros are
+// one call at once; a per-byte one reserves as its messages pass, twice
+// ahead of their bytes (the first request message is reserved for before
+// the upstream is called), and a message that would take it past a cap
+// ends it with the refusal. Specialised models report no tokens: only euros are
 // charged. After the call, the cost of what passed is committed if the
 // upstream served, else the reservation is released.
 func (m *Meter) meterProxied(srv any, ss grpc.ServerStream, st *call.State, p Proxied, handler grpc.StreamHandler) error {
@@ -76,12 +72,25 @@ func (m *Meter) meterProxied(srv any, ss grpc.ServerStream, st *call.State, p Pr
 	}
 	cs := &countingStream{ServerStream: ss, size: m.cfg.FrameSize}
 	if p.Metering == PerByte {
-		cs.first = func(n int) error {
-			res, err := m.cfg.Ledger.Reserve(ctx, acct, ledger.Amount{NanoEUR: costPerThousand(int64(n)*perByteEstimateFactor, p.NanoEURPerThousand)})
+		// The reservation grows with the bytes that pass, twice ahead of
+		// them; a stream that would go past a cap ends with the refusal
+		// before the message that would pass it.
+		cs.grow = func(total int64) error {
+			need := costPerThousand(total, p.NanoEURPerThousand)
+			if need <= cs.reserved {
+				return nil
+			}
+			amt := 2*need - cs.reserved
+			r, err := m.cfg.Ledger.Reserve(ctx, acct, ledger.Amount{NanoEUR: amt})
 			if err != nil {
 				return refusal(ledger.State{}, err)
 			}
-			cs.res = res // under cs.mu, held by RecvMsg
+			if cs.res == nil {
+				cs.res = r
+			} else {
+				cs.extra = append(cs.extra, r)
+			}
+			cs.reserved += amt
 			return nil
 		}
 	} else {
@@ -93,7 +102,15 @@ func (m *Meter) meterProxied(srv any, ss grpc.ServerStream, st *call.State, p Pr
 	}
 	herr := handler(srv, cs)
 	o := st.Outcome()
-	res := cs.reservation()
+	res, extra := cs.reservations()
+	for _, r := range extra {
+		// The first reservation carries the whole commit; the ones taken
+		// as the stream grew are returned.
+		if err := m.cfg.Ledger.Release(context.WithoutCancel(ctx), r); err != nil {
+			m.log.WarnContext(ctx, "budget reservation not released; it expires at its deadline",
+				"request_id", st.RequestID, "tenant", st.Tenant, "agent", st.Agent, "error", err.Error())
+		}
+	}
 	if !o.Served {
 		if res != nil {
 			if err := m.cfg.Ledger.Release(context.WithoutCancel(ctx), res); err != nil {
@@ -127,53 +144,62 @@ func (m *Meter) meterProxied(srv any, ss grpc.ServerStream, st *call.State, p Pr
 }
 
 // countingStream counts the bytes of the frames a proxied call receives
-// and sends.
+// and sends and, for a per-byte call, keeps the reservation ahead of them.
 type countingStream struct {
 	grpc.ServerStream
 	size  func(m any) (int, bool)
 	bytes atomic.Int64 // receiving and sending run on different goroutines
 
-	first func(n int) error // called with the first request message's size; its error ends the call
-	mu    sync.Mutex
-	res   *ledger.Reservation
+	grow     func(total int64) error // per byte: make the reservation cover total bytes; called with mu held
+	mu       sync.Mutex
+	res      *ledger.Reservation   // the call's reservation, committed at the end
+	extra    []*ledger.Reservation // taken as the stream grew, released at the end
+	reserved int64                 // nano-euros held by res and extra
 }
 
-func (c *countingStream) reservation() *ledger.Reservation {
+func (c *countingStream) reservations() (*ledger.Reservation, []*ledger.Reservation) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.res
+	return c.res, c.extra
 }
 
+// check makes the reservation cover total bytes.
+func (c *countingStream) check(total int64) error {
+	if c.grow == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.grow(total)
+}
+
+func (c *countingStream) frameSize(msg any) int64 {
+	if c.size == nil {
+		return 0
+	}
+	n, _ := c.size(msg)
+	return int64(n)
+}
+
+// RecvMsg counts a request message; one that takes the call past a cap
+// ends it (the message is not forwarded).
 func (c *countingStream) RecvMsg(msg any) error {
-	err := c.ServerStream.RecvMsg(msg)
-	if err != nil {
+	if err := c.ServerStream.RecvMsg(msg); err != nil {
 		return err
 	}
-	c.count(msg)
-	if c.first != nil {
-		first := c.first
-		c.first = nil
-		n, _ := c.size(msg)
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		return first(n)
-	}
-	return nil
+	return c.check(c.bytes.Add(c.frameSize(msg)))
 }
 
+// SendMsg sends a response message unless it would take the call past a
+// cap.
 func (c *countingStream) SendMsg(msg any) error {
+	n := c.frameSize(msg)
+	if err := c.check(c.bytes.Load() + n); err != nil {
+		return err
+	}
 	err := c.ServerStream.SendMsg(msg)
 	if err == nil {
-		c.count(msg)
+		c.bytes.Add(n)
 	}
 	return err
-}
-
-func (c *countingStream) count(msg any) {
-	if c.size == nil {
-		return
-	}
-	if n, ok := c.size(msg); ok {
-		c.bytes.Add(int64(n))
-	}
 }

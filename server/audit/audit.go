@@ -120,12 +120,13 @@ const retryEvery = time.Second
 
 // Writer is the audit log; safe for concurrent use.
 type Writer struct {
-	out    io.Writer
-	file   *lumberjack.Logger // nil for stdout
-	path   string
-	key    []byte
-	log    *slog.Logger
-	onFail func(string)
+	out     io.Writer
+	file    *lumberjack.Logger // nil for stdout
+	written os.FileInfo        // the file the last batch went to; run's goroutine only
+	path    string
+	key     []byte
+	log     *slog.Logger
+	onFail  func(string)
 
 	mu      sync.Mutex
 	pending bytes.Buffer // accepted lines not yet written
@@ -251,12 +252,20 @@ func (w *Writer) flush() bool {
 	batch := bytes.Clone(w.pending.Bytes())
 	w.mu.Unlock()
 
-	err := w.reopenIfRemoved()
+	err := w.checkFile()
+	n := 0
 	if err == nil {
-		_, err = w.out.Write(batch)
+		n, err = w.out.Write(batch)
+		if err == nil {
+			w.remember()
+		}
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	// What a short write (a full disk) put in the file is not written
+	// again: the retry goes on from there, so the file holds whole lines,
+	// once each.
+	w.pending.Next(n)
 	if err != nil {
 		if w.failed == nil {
 			w.log.Error("audit log cannot be written: inference calls are refused until it can", "path", w.path, "error", err.Error())
@@ -271,25 +280,49 @@ func (w *Writer) flush() bool {
 		w.log.Warn("audit log written again: inference calls are served", "path", w.path)
 		w.failed = nil
 	}
-	w.pending.Next(len(batch))
 	return true
 }
 
-// reopenIfRemoved starts a new file when the current one was removed
-// (rotated away by hand, deleted): lines written to an unlinked file would
-// be lost.
-func (w *Writer) reopenIfRemoved() error {
+// checkFile makes sure the next write reaches the file at the path: when
+// the file was removed (by hand, or its directory) a new one is started;
+// when the path now names another file, writing switches to it; when it
+// names no regular file (a directory put in its place), writing fails,
+// since lines written to the old, unlinked file would be lost.
+func (w *Writer) checkFile() error {
 	if w.file == nil {
 		return nil
 	}
-	if _, err := os.Stat(w.path); errors.Is(err, os.ErrNotExist) {
-		w.log.Warn("audit file was removed: starting a new one", "path", w.path)
-		_ = w.file.Close() // the next write creates the file again
-		if err := os.MkdirAll(filepath.Dir(w.path), 0o750); err != nil {
-			return err
+	st, err := os.Stat(w.path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		if w.written != nil {
+			w.log.Warn("audit file was removed: starting a new one", "path", w.path)
 		}
+		_ = w.file.Close() // the next write creates the file again
+		w.written = nil
+		return os.MkdirAll(filepath.Dir(w.path), 0o750)
+	case err != nil:
+		return err
+	case !st.Mode().IsRegular():
+		_ = w.file.Close()
+		w.written = nil
+		return fmt.Errorf("%s is not a regular file", w.path)
+	case w.written != nil && !os.SameFile(st, w.written):
+		w.log.Warn("audit file was replaced: writing to the new one", "path", w.path)
+		_ = w.file.Close()
+		w.written = nil
 	}
 	return nil
+}
+
+// remember notes which file the last batch went to.
+func (w *Writer) remember() {
+	if w.file == nil {
+		return
+	}
+	if st, err := os.Stat(w.path); err == nil {
+		w.written = st
+	}
 }
 
 // Close writes every accepted line and stops the writer. Lines that

@@ -161,3 +161,42 @@ func BenchmarkWrite(b *testing.B) {
 		_ = w.Write(l)
 	}
 }
+
+// TestReplacedFile: a file swapped at the path is written to; a directory
+// put in its place makes the audit unwritable (not a silent loss into the
+// unlinked file).
+func TestReplacedFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	w, err := Open(path, []byte("k"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	_ = w.Write(&Line{RequestID: "one"})
+	time.Sleep(100 * time.Millisecond)
+	if err := os.Rename(path, path+".old"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, nil, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	_ = w.Write(&Line{RequestID: "two"})
+	time.Sleep(100 * time.Millisecond)
+	if lines := readLines(t, path); len(lines) != 1 || lines[0].RequestID != "two" {
+		t.Fatalf("new file holds %+v, want the line written after the swap", lines)
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(path, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	_ = w.Write(&Line{RequestID: "three"})
+	deadline := time.Now().Add(2 * time.Second)
+	for w.Healthy() == nil && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := w.Healthy(); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("a directory at the audit path: Healthy = %v, want unavailable", err)
+	}
+}
