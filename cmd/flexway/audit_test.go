@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
 	"github.com/flexway/flexway/server/report"
 )
 
@@ -230,6 +231,13 @@ func TestMetricsAfterKnownCalls(t *testing.T) {
 		resp := post(t, g, "/v1/chat/completions", chatBody)
 		io.Copy(io.Discard, resp.Body)
 	}
+	// Callers cannot mint series: an invented Host, path or gRPC method.
+	req, _ := http.NewRequest("GET", g.HTTP+"/v1/evil-path", nil)
+	req.Host = "evil-host.example:4242"
+	if r, err := http.DefaultClient.Do(req); err == nil {
+		r.Body.Close()
+	}
+	_ = grpcConn(t, g).Invoke(withKey(t, ""), "/evil.v1.Service/EvilMethod", &flexwayv1.ListModelsRequest{}, &flexwayv1.ListModelsResponse{})
 	resp := send(t, g, "GET", "/metrics", nil, map[string]string{"Authorization": ""})
 	raw, _ := io.ReadAll(resp.Body)
 	text := string(raw)
@@ -245,7 +253,7 @@ func TestMetricsAfterKnownCalls(t *testing.T) {
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}
-	if resp.StatusCode != 200 || strings.Contains(text, "evil-x") {
+	if resp.StatusCode != 200 || strings.Contains(text, "evil") {
 		t.Fatalf("status %d; an unconfigured model name reached /metrics:\n%s", resp.StatusCode, text)
 	}
 	if t.Failed() {

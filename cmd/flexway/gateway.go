@@ -166,7 +166,8 @@ func build(cfg *config.Config, log *slog.Logger, led *budget.Ledger, aw *auditlo
 		return nil, err
 	}
 	opts := append(chain.ServerOptions(), grpc.MaxRecvMsgSize(maxMsg), grpc.MaxSendMsgSize(64<<20),
-		grpc.StatsHandler(otelgrpc.NewServerHandler(otelgrpc.WithTracerProvider(tp), otelgrpc.WithMeterProvider(metrics.MeterProvider()))))
+		grpc.StatsHandler(otelgrpc.NewServerHandler(otelgrpc.WithTracerProvider(tp), otelgrpc.WithMeterProvider(metrics.MeterProvider()),
+			otelgrpc.WithFilter(knownMethod(proxy)))))
 	if proxy != nil {
 		// Routed specialised-model services are proxied as raw frames,
 		// through the same chain; the codec keeps flexway.v1 protobuf.

@@ -4,6 +4,12 @@ import (
 	"context"
 	"slices"
 	"sort"
+	"strings"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/sdk/instrumentation"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"google.golang.org/grpc/stats"
 
 	auditlog "github.com/flexway/flexway/server/audit"
 	"github.com/flexway/flexway/server/backends"
@@ -26,6 +32,7 @@ func newMetrics(cfg *config.Config, p *grpcproxy.Proxy) (*telemetry.Metrics, err
 		return nil, err
 	}
 	o.Readers = readers
+	o.Views = boundedServerMetrics()
 	acc := newAccounts(cfg)
 	for tenant, agents := range acc {
 		o.Tenants = append(o.Tenants, tenant)
@@ -112,4 +119,37 @@ func observe(m *telemetry.Metrics, cfg *config.Config, led *budget.Ledger, bs ma
 		}
 		return out
 	})
+}
+
+// boundedServerMetrics keeps, of otelhttp's and otelgrpc's server metrics,
+// only attributes whose values the gateway bounds: the HTTP method and
+// status, the gRPC service, method and status code (otelgrpc instruments
+// only the gateway's own and routed methods, see knownMethod). A caller
+// cannot mint a series with a Host header or an invented path.
+func boundedServerMetrics() []sdkmetric.View {
+	httpKeys := attribute.NewAllowKeysFilter("http.request.method", "http.response.status_code", "url.scheme")
+	grpcKeys := attribute.NewAllowKeysFilter("rpc.system", "rpc.service", "rpc.method", "rpc.grpc.status_code")
+	return []sdkmetric.View{
+		sdkmetric.NewView(sdkmetric.Instrument{Scope: instrumentation.Scope{Name: "go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"}},
+			sdkmetric.Stream{AttributeFilter: httpKeys}),
+		sdkmetric.NewView(sdkmetric.Instrument{Scope: instrumentation.Scope{Name: "go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"}},
+			sdkmetric.Stream{AttributeFilter: grpcKeys}),
+	}
+}
+
+// knownMethod is otelgrpc's filter: only the gateway's services and the
+// proxied, routed methods are instrumented, so that calls to invented
+// methods (UNIMPLEMENTED) make no series.
+func knownMethod(p *grpcproxy.Proxy) func(*stats.RPCTagInfo) bool {
+	return func(info *stats.RPCTagInfo) bool {
+		m := info.FullMethodName
+		if strings.HasPrefix(m, "/flexway.v1.") || strings.HasPrefix(m, "/grpc.health.v1.") {
+			return true
+		}
+		if p != nil {
+			_, ok := p.Lookup(m)
+			return ok
+		}
+		return false
+	}
 }

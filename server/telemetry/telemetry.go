@@ -43,6 +43,9 @@ type Options struct {
 	// Readers are further readers of the MeterProvider (an OTLP periodic
 	// reader, a manual reader in tests).
 	Readers []sdkmetric.Reader
+	// Views reshape instruments of other instrumentation on the same
+	// provider (otelhttp, otelgrpc), e.g. to keep only bounded attributes.
+	Views []sdkmetric.View
 }
 
 // Metrics holds the MeterProvider, its exporter and Flexway's instruments.
@@ -95,6 +98,9 @@ func New(o Options) (*Metrics, error) {
 		}
 		opts = append(opts, sdkmetric.WithReader(exp))
 		m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+	}
+	if len(o.Views) > 0 {
+		opts = append(opts, sdkmetric.WithView(o.Views...))
 	}
 	for _, r := range o.Readers {
 		opts = append(opts, sdkmetric.WithReader(r))
