@@ -134,8 +134,8 @@ func TestConsoleAuth(t *testing.T) {
 	}
 
 	c := consoleCookie(t, g)
-	if !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Path != "/" || c.Secure {
-		t.Errorf("cookie %+v, want HttpOnly, SameSite=Strict, Path=/, not Secure over plain HTTP", c)
+	if !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Path != "/console" || c.Secure || strings.Contains(c.Value, testAdminKey) {
+		t.Errorf("cookie %+v, want a session token, HttpOnly, SameSite=Strict, Path=/console, not Secure over plain HTTP", c)
 	}
 	withCookie := func(r *http.Request) { r.AddCookie(c) }
 	resp, page = getWith(t, g, "/console", withCookie)
@@ -153,6 +153,9 @@ func TestConsoleAuth(t *testing.T) {
 	resp, _ = getWith(t, g, "/console/logout", withCookie)
 	if resp.StatusCode != http.StatusSeeOther || len(resp.Cookies()) != 1 || resp.Cookies()[0].MaxAge >= 0 {
 		t.Fatalf("logout: %d %v", resp.StatusCode, resp.Cookies())
+	}
+	if resp, _ := getWith(t, g, "/console/api/usage", withCookie); resp.StatusCode != 401 {
+		t.Fatalf("the session outlived its logout: %d", resp.StatusCode)
 	}
 
 	// No server.admin_key: no console.

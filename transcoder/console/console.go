@@ -22,6 +22,7 @@ package console
 
 import (
 	"bytes"
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"embed"
@@ -32,14 +33,18 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/flexway/flexway/transcoder"
 )
 
-// CookieName is the console's session cookie: the admin key,
-// base64url-encoded (so that any key fits in a cookie).
+// CookieName is the console's session cookie: a random token naming a
+// session held by this process (never the admin key), scoped to Path.
 const CookieName = "flexway_console"
+
+// SessionTTL is how long a console session lasts after its login.
+const SessionTTL = 12 * time.Hour
 
 // DefaultRefresh is how often the page reads the gauges when
 // Options.Refresh is 0.
@@ -101,6 +106,15 @@ type handler struct {
 	soft      float64
 	refreshMS int64
 	upstream  http.Handler
+
+	mu       sync.Mutex
+	sessions map[string]consoleSession // by token
+}
+
+// consoleSession is a signed-in browser: the key it signed in with, until when.
+type consoleSession struct {
+	key     string
+	expires time.Time
 }
 
 // Handler returns the console's handler, for Path and everything under
@@ -121,7 +135,7 @@ type handler struct {
 //
 // Errors are RFC 9457 problem details.
 func Handler(o Options) http.Handler {
-	h := &handler{sum: o.AdminKeySum, soft: o.Soft, upstream: o.Upstream}
+	h := &handler{sum: o.AdminKeySum, soft: o.Soft, upstream: o.Upstream, sessions: map[string]consoleSession{}}
 	if h.soft <= 0 || h.soft >= 1 {
 		h.soft = 0
 	}
@@ -217,11 +231,32 @@ func (h *handler) key(r *http.Request) (string, bool) {
 	if err != nil {
 		return "", false
 	}
-	raw, err := base64.RawURLEncoding.DecodeString(c.Value)
-	if err != nil || !h.matches(string(raw)) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s, ok := h.sessions[c.Value]
+	if !ok || time.Now().After(s.expires) {
+		delete(h.sessions, c.Value)
 		return "", false
 	}
-	return string(raw), true
+	return s.key, true
+}
+
+// newSession starts a session for key and returns its token; expired
+// sessions are dropped on the way.
+func (h *handler) newSession(key string) string {
+	var b [32]byte
+	_, _ = rand.Read(b[:])
+	token := base64.RawURLEncoding.EncodeToString(b[:])
+	now := time.Now()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for t, s := range h.sessions {
+		if now.After(s.expires) {
+			delete(h.sessions, t)
+		}
+	}
+	h.sessions[token] = consoleSession{key: key, expires: now.Add(SessionTTL)}
+	return token
 }
 
 // matches compares key's SHA-256 with server.admin_key's in constant time.
@@ -297,8 +332,9 @@ func (h *handler) login(w http.ResponseWriter, r *http.Request) {
 	}
 	http.SetCookie(w, &http.Cookie{
 		Name:     CookieName,
-		Value:    base64.RawURLEncoding.EncodeToString([]byte(key)),
-		Path:     "/",
+		Value:    h.newSession(key),
+		Path:     Path,
+		MaxAge:   int(SessionTTL.Seconds()),
 		HttpOnly: true,
 		Secure:   r.TLS != nil,
 		SameSite: http.SameSiteStrictMode,
@@ -311,10 +347,15 @@ func (h *handler) logout(w http.ResponseWriter, r *http.Request) {
 		transcoder.WriteProblem(w, r, http.StatusForbidden, "the console's logout form posts from the console only")
 		return
 	}
+	if c, err := r.Cookie(CookieName); err == nil {
+		h.mu.Lock()
+		delete(h.sessions, c.Value)
+		h.mu.Unlock()
+	}
 	http.SetCookie(w, &http.Cookie{
 		Name:     CookieName,
 		Value:    "",
-		Path:     "/",
+		Path:     Path,
 		MaxAge:   -1,
 		HttpOnly: true,
 		Secure:   r.TLS != nil,

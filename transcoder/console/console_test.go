@@ -2,6 +2,7 @@ package console
 
 import (
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"io"
 	"io/fs"
@@ -165,7 +166,7 @@ func TestLogin(t *testing.T) {
 	problem(t, login(t, h, testKey, map[string]string{"Origin": "https://evil.example"}), 403, "from the console only")
 
 	c := session(t, h)
-	if !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Path != "/" || c.Secure || c.Value == "" || strings.Contains(c.Value, "adm") {
+	if !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Path != "/console" || c.Secure || c.Value == "" || strings.Contains(c.Value, "adm") {
 		t.Fatalf("cookie %+v", c)
 	}
 	// Over TLS it is Secure.
@@ -251,8 +252,34 @@ func TestProxy(t *testing.T) {
 	// No upstream: 503.
 	h = Handler(Options{AdminKeySum: sumOf(testKey)})
 	r = httptest.NewRequest("GET", "/console/api/usage", nil)
-	r.AddCookie(c)
+	r.AddCookie(session(t, h))
 	problem(t, do(t, h, r), 503, "no upstream")
+}
+
+// TestSessionIsNotTheKey: the cookie is a random token, not the key; a
+// cookie made from the key opens nothing; logging out ends the session.
+func TestSessionIsNotTheKey(t *testing.T) {
+	h := Handler(Options{AdminKeySum: sumOf(testKey), Upstream: &upstreamRecorder{}})
+	c := session(t, h)
+	usage := func(c *http.Cookie) int {
+		r := httptest.NewRequest("GET", "/console/api/usage", nil)
+		r.AddCookie(c)
+		return do(t, h, r).StatusCode
+	}
+	if got := usage(c); got == 401 {
+		t.Fatal("a fresh session was refused")
+	}
+	for _, forged := range []string{testKey, base64.RawURLEncoding.EncodeToString([]byte(testKey))} {
+		if got := usage(&http.Cookie{Name: CookieName, Value: forged}); got != 401 {
+			t.Fatalf("a cookie made from the key got %d", got)
+		}
+	}
+	r := httptest.NewRequest("POST", "/console/logout", nil)
+	r.AddCookie(c)
+	do(t, h, r)
+	if got := usage(c); got != 401 {
+		t.Fatalf("the session still works after logout: %d", got)
+	}
 }
 
 // TestAssetsAreSelfContained: no inline script, no inline style, no
