@@ -9,6 +9,7 @@ package audit
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"google.golang.org/grpc"
@@ -171,7 +172,7 @@ func (c Config) write(ctx context.Context, a *auditing, err error) {
 	if c.MeteredBy != nil && o.Backend != "" {
 		l.MeteredBy = c.MeteredBy(o.Backend)
 	}
-	l.Outcome, l.Status = outcome(err)
+	l.Outcome, l.Status = outcome(err, o.Backend != "")
 	// A call already served is audited even while the log is failing:
 	// the writer keeps the line and retries.
 	_ = c.Writer.Write(l)
@@ -182,11 +183,18 @@ func (c Config) write(ctx context.Context, a *auditing, err error) {
 
 // outcome classifies a call's error: ok, refused (the gateway said no
 // before or without an upstream: a bad request, a cap, the sensitivity
-// pin, a capability), upstream_error, canceled or error; and the HTTP
-// status of the answer.
-func outcome(err error) (string, int) {
+// pin, a capability), upstream_error (an upstream's failure, or a status
+// a proxied upstream returned), canceled or error; and the HTTP status of
+// the answer.
+func outcome(err error, reachedBackend bool) (string, int) {
 	if err == nil {
 		return "ok", 200
+	}
+	var own *faults.Error
+	if !errors.As(err, &own) && reachedBackend {
+		// A status the upstream itself returned (a proxied model's error,
+		// relayed as is): its failure, whatever its code.
+		return "upstream_error", faults.As(err).HTTPStatus()
 	}
 	fe := faults.As(err)
 	switch fe.Reason {

@@ -420,6 +420,15 @@ func (b Backend) validate(col *collector, name string, all map[string]Backend) {
 	checkEUR(col, path+".price.input", b.Price.Input)
 	checkEUR(col, path+".price.output", b.Price.Output)
 
+	if b.Kind == KindGRPC {
+		// The proxy applies neither: say so rather than let them mislead.
+		if len(b.Fallback) > 0 {
+			col.warnf(path+".fallback", "not applied to a kind: grpc backend: a proxied call is not fallen back from")
+		}
+		if b.Price != (Price{}) {
+			col.warnf(path+".price", "not applied to a kind: grpc backend: its methods are priced by their (flexway.v1.operation).ai option")
+		}
+	}
 	switch {
 	case b.Kind == KindGRPC && len(b.Capabilities) > 0:
 		col.errorf(path+".capabilities", "kind grpc serves no chat, vision or embeddings: remove capabilities")

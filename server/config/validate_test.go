@@ -2,6 +2,7 @@ package config_test
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -552,6 +553,22 @@ func TestRelayIdentityWarnings(t *testing.T) {
 		}
 		if len(warnings) != 1 || !strings.Contains(warnings[0].Error(), tc.want) {
 			t.Errorf("warnings %v, want one with %q", warnings, tc.want)
+		}
+	}
+}
+
+// TestGRPCBackendKeysNotApplied: fallback and price on a kind: grpc
+// backend load with a warning that they are not applied.
+func TestGRPCBackendKeysNotApplied(t *testing.T) {
+	relay := "    ocr:\n      kind: grpc\n      url: 127.0.0.1:9300\n      price: {input: 1, output: 1}\n      fallback: [ocr2]\n    ocr2:\n      kind: grpc\n      url: 127.0.0.1:9301\n"
+	_, errs, warnings := loadProblems(t, base+relay+"  backend: main\n")
+	if errs != nil {
+		t.Fatal(errs)
+	}
+	text := fmt.Sprint(warnings)
+	for _, want := range []string{"ai.backends.ocr.fallback: not applied", "ai.backends.ocr.price: not applied"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("no warning %q in %s", want, text)
 		}
 	}
 }
