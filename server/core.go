@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"slices"
 	"sort"
@@ -109,17 +108,7 @@ func (c *Core) plan(st *call.State, capability call.Capability) ([]string, error
 // backend: connection errors, 5xx, timeouts and open circuits, never a 4xx
 // (an upstream 401 or 403, [backends.ErrUpstreamAuth], included, although
 // it is reported as an upstream error) or a cancellation.
-func canFallBack(err error) bool {
-	var fe *faults.Error
-	if !errors.As(err, &fe) || errors.Is(err, backends.ErrUpstreamAuth) {
-		return false
-	}
-	switch fe.Reason {
-	case faults.UpstreamError, faults.UpstreamTimeout, faults.NoBackendAvailable:
-		return true
-	}
-	return false
-}
+func canFallBack(err error) bool { return backends.Unavailable(err) }
 
 // attempt logs a failed attempt with its cause; the cause never reaches the
 // client.

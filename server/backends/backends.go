@@ -8,6 +8,7 @@ import (
 	"errors"
 
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
+	"github.com/flexway/flexway/server/faults"
 )
 
 // ErrUpstreamAuth is the cause (faults.Error.Err) of the
@@ -64,4 +65,22 @@ type ChunkStream interface {
 	// Close releases the connection; it cancels the upstream request if the
 	// stream was not read to its end.
 	Close() error
+}
+
+// Unavailable reports whether err means the backend could not serve: a
+// connection error, a 5xx, a timeout or an open circuit (faults reasons
+// upstream_error, upstream_timeout, no_backend_available). It is the rule
+// the core falls back by and a circuit breaker counts by. An upstream 4xx,
+// a cancellation, and an upstream refusing Flexway's own credentials
+// ([ErrUpstreamAuth], a configuration problem) are not.
+func Unavailable(err error) bool {
+	var fe *faults.Error
+	if !errors.As(err, &fe) || errors.Is(err, ErrUpstreamAuth) {
+		return false
+	}
+	switch fe.Reason {
+	case faults.UpstreamError, faults.UpstreamTimeout, faults.NoBackendAvailable:
+		return true
+	}
+	return false
 }

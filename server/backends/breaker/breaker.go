@@ -78,17 +78,7 @@ func stateName(s gobreaker.State) string {
 }
 
 // failure reports whether err means the backend is unavailable.
-func failure(err error) bool {
-	var fe *faults.Error
-	if !errors.As(err, &fe) || errors.Is(err, backends.ErrUpstreamAuth) {
-		return false
-	}
-	switch fe.Reason {
-	case faults.UpstreamError, faults.UpstreamTimeout, faults.NoBackendAvailable:
-		return true
-	}
-	return false
-}
+func failure(err error) bool { return backends.Unavailable(err) }
 
 // excluded reports whether err says nothing of the backend: the caller
 // went away, or the upstream refused Flexway's credentials.
