@@ -23,14 +23,15 @@ const unreadBodyGrace = time.Second
 // bounds the time its body may take to arrive, and logs one line per
 // request when it ends: method, escaped path (at most 256 bytes), status,
 // bytes written, duration and request id — never a header value, a query
-// or a body.
+// or a body. observe, when not nil, gets the same request's status and
+// duration.
 //
 // A request with a body gets a read deadline of bodyTimeout. readBody lifts
 // it once the whole body is in (a streamed answer then has none); when a
 // handler answers without reading the body (401, 404, 405), the deadline is
 // cut to unreadBodyGrace before the first byte of the answer, so that a
 // stalled body can neither hold the answer nor the connection.
-func withAccess(log *slog.Logger, bodyTimeout time.Duration, next http.Handler) http.Handler {
+func withAccess(log *slog.Logger, bodyTimeout time.Duration, observe func(*http.Request, int, time.Duration), next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		id := r.Header.Get(RequestIDHeader)
@@ -47,6 +48,10 @@ func withAccess(log *slog.Logger, bodyTimeout time.Duration, next http.Handler) 
 		if rec.status == 0 {
 			rec.status = http.StatusOK
 		}
+		took := time.Since(start)
+		if observe != nil {
+			observe(r, rec.status, took)
+		}
 		level := slog.LevelInfo
 		if rec.status >= 500 {
 			level = slog.LevelWarn
@@ -57,7 +62,7 @@ func withAccess(log *slog.Logger, bodyTimeout time.Duration, next http.Handler) 
 			slog.String("path", logPath(r)),
 			slog.Int("status", rec.status),
 			slog.Int64("bytes", rec.bytes),
-			slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000),
+			slog.Float64("duration_ms", float64(took.Microseconds())/1000),
 		)
 	})
 }

@@ -75,7 +75,7 @@ func New(opts Options) (http.Handler, error) {
 			WriteProblem(w, r, http.StatusNotFound, "no route for "+r.Method+" "+r.URL.Path)
 		})
 	}
-	return withAccess(f.log, opts.BodyReadTimeout, cleanPaths(mux)), nil
+	return withAccess(f.log, opts.BodyReadTimeout, opts.Observe, cleanPaths(mux)), nil
 }
 
 // cleanPaths answers a path that is not in canonical form (an empty

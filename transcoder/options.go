@@ -43,6 +43,11 @@ type Options struct {
 	// Logger receives one line per failed request (never content); nil
 	// discards.
 	Logger *slog.Logger
+	// Observe, when set, is called once per request as it ends, with its
+	// method, the status answered and its duration from the request's
+	// arrival at the front to the end of the answer: the HTTP server
+	// metrics ([telemetry.Metrics.ObserveHTTP]).
+	Observe func(r *http.Request, status int, took time.Duration)
 }
 
 // Core is the front's channel to the gRPC core: unary calls through

@@ -248,6 +248,9 @@ func TestMetricsAfterKnownCalls(t *testing.T) {
 		`flexway_budget_committed{agent="",cap="tokens_per_day",tenant="acme",unit="tokens"} 20`,
 		`flexway_budget_limit{agent="",cap="eur_per_month",tenant="acme",unit="eur"} 5`,
 		`flexway_backend_circuit{backend="main"} 0`,
+		// The HTTP server metric, with otelhttp's bounded attributes.
+		`http_server_request_duration_seconds_count{http_request_method="POST",http_response_status_code="200",url_scheme="http"} 2`,
+		`http_server_request_duration_seconds_count{http_request_method="GET",http_response_status_code="404",url_scheme="http"} 1`,
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("/metrics lacks %s", want)

@@ -115,35 +115,7 @@ func BenchmarkChatCompletionHandler(b *testing.B) {
 				}
 				budget = redisBudget(url, 1_000_000_000_000)
 			}
-			path := filepath.Join(b.TempDir(), "flexway.yaml")
-			if err := os.WriteFile(path, []byte(budgetConfig(b, up.URL, up.URL, budget)), 0o600); err != nil {
-				b.Fatal(err)
-			}
-			cfg, _, err := config.Load(path)
-			if err != nil {
-				b.Fatal(err)
-			}
-			var led *budgetpkg.Ledger
-			if bc.ledger {
-				if led, err = openLedger(context.Background(), cfg, nil); err != nil {
-					b.Fatal(err)
-				}
-				b.Cleanup(func() { led.Close() })
-			}
-			// The same wiring serve runs, minus the listeners: build, then
-			// serve the gRPC core on the in-process channel only.
-			var aw *auditlog.Writer
-			if bc.audit {
-				if aw, err = openAudit(cfg, slog.New(slog.DiscardHandler), nil); err != nil {
-					b.Fatal(err)
-				}
-				b.Cleanup(func() { aw.Close() })
-			}
-			gw, err := build(cfg, slog.New(slog.DiscardHandler), led, aw)
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(gw.close)
+			gw := benchGateway(b, budgetConfig(b, up.URL, up.URL, budget), bc.ledger, bc.audit)
 
 			b.ReportAllocs()
 			took := make([]time.Duration, 0, 1<<16)
@@ -209,4 +181,114 @@ func BenchmarkOversizedBodyRefused(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkAuditAndMetricsAdded measures what the audit line and the
+// metrics add to one call (issue 7's target: ≤ 10 µs at p50). Gateways are
+// built from the same configuration, with the embedded ledger and caps in
+// force, differing only in what measures: "off" has no audit and
+// telemetry.prometheus: false, so nothing does; "audit" writes the audit
+// log to a file; "metrics" exports on /metrics (Prometheus: otelhttp's
+// server metrics and flexway.inference.*); "audit+metrics" does both, as
+// the default configuration with an audit path does. Each iteration calls
+// every handler once, in a rotating order, so that the machine's drifting
+// load falls on all equally; <variant>-added-p50-ns is the variant's p50
+// handler time minus off's.
+func BenchmarkAuditAndMetricsAdded(b *testing.B) {
+	caps := "    default: {tokens_per_day: 1000000000000, eur_per_month: 1000000}"
+	up := newBenchUpstream(b)
+	b.Setenv("FLEXWAY_TEST_KEY", demoKey)
+	b.Setenv("FLEXWAY_TEST_UPSTREAM_TOKEN", "upstream-secret-token")
+	const (
+		auditOn   = "audit:\n  path: %s\n  hash_key: env:FLEXWAY_TEST_KEY\n"
+		metricOff = "telemetry:\n  prometheus: false\n"
+	)
+	variants := []struct {
+		name            string
+		audited, metric bool
+	}{{"off", false, false}, {"audit", true, false}, {"metrics", false, true}, {"audit+metrics", true, true}}
+	handlers := make([]http.Handler, len(variants))
+	for i, v := range variants {
+		text := budgetConfig(b, up.URL, up.URL, caps)
+		if v.audited {
+			text += fmt.Sprintf(auditOn, filepath.Join(b.TempDir(), "audit.jsonl"))
+		}
+		if !v.metric {
+			text += metricOff
+		}
+		gw := benchGateway(b, text, true, v.audited)
+		if gw.metrics.Exporting() != v.metric {
+			b.Fatalf("%s: metrics exporting = %v", v.name, gw.metrics.Exporting())
+		}
+		handlers[i] = gw.http
+	}
+
+	call := func(h http.Handler) time.Duration {
+		req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(benchChatBody))
+		req.Header.Set("Authorization", "Bearer "+demoKey)
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		start := time.Now()
+		h.ServeHTTP(rec, req)
+		took := time.Since(start)
+		if rec.Code != http.StatusOK {
+			b.Fatalf("status %d: %s", rec.Code, rec.Body)
+		}
+		return took
+	}
+	took := make([][]time.Duration, len(variants))
+	b.ReportAllocs()
+	round := 0
+	for b.Loop() {
+		for j := range variants {
+			k := (round + j) % len(variants)
+			took[k] = append(took[k], call(handlers[k]))
+		}
+		round++
+	}
+	p50 := make([]time.Duration, len(variants))
+	for i := range took {
+		slices.Sort(took[i])
+		p50[i] = took[i][len(took[i])/2]
+	}
+	b.ReportMetric(float64(p50[0].Nanoseconds()), "off-p50-ns")
+	for i, v := range variants[1:] {
+		b.ReportMetric(float64((p50[i+1] - p50[0]).Nanoseconds()), v.name+"-added-p50-ns")
+	}
+}
+
+// benchGateway builds a gateway from a configuration's text the way serve
+// does, minus the listeners: the gRPC core is reached on the in-process
+// channel only. ledger opens the configured budget ledger, audited the
+// configured audit log; everything is closed when b ends.
+func benchGateway(b *testing.B, text string, ledger, audited bool) *gateway {
+	b.Helper()
+	path := filepath.Join(b.TempDir(), "flexway.yaml")
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	cfg, _, err := config.Load(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var led *budgetpkg.Ledger
+	if ledger {
+		if led, err = openLedger(context.Background(), cfg, nil); err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { led.Close() })
+	}
+	var aw *auditlog.Writer
+	if audited {
+		if aw, err = openAudit(cfg, slog.New(slog.DiscardHandler), nil); err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { aw.Close() })
+	}
+	gw, err := build(cfg, slog.New(slog.DiscardHandler), led, aw)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(gw.close)
+	return gw
 }

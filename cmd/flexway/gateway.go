@@ -15,6 +15,7 @@ import (
 
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -165,9 +166,14 @@ func build(cfg *config.Config, log *slog.Logger, led *budget.Ledger, aw *auditlo
 	if err != nil {
 		return nil, err
 	}
-	opts := append(chain.ServerOptions(), grpc.MaxRecvMsgSize(maxMsg), grpc.MaxSendMsgSize(64<<20),
-		grpc.StatsHandler(otelgrpc.NewServerHandler(otelgrpc.WithTracerProvider(tp), otelgrpc.WithMeterProvider(metrics.MeterProvider()),
-			otelgrpc.WithFilter(knownMethod(proxy)))))
+	// With no metrics reader and no trace exporter, otelgrpc would measure
+	// for nobody: it is left out of the call's path.
+	instrumented := metrics.Exporting() || traced(cfg)
+	opts := append(chain.ServerOptions(), grpc.MaxRecvMsgSize(maxMsg), grpc.MaxSendMsgSize(64<<20))
+	if instrumented {
+		opts = append(opts, grpc.StatsHandler(otelgrpc.NewServerHandler(otelgrpc.WithTracerProvider(tp),
+			otelgrpc.WithMeterProvider(metrics.MeterProvider()), otelgrpc.WithFilter(knownMethod(proxy)))))
+	}
 	if proxy != nil {
 		// Routed specialised-model services are proxied as raw frames,
 		// through the same chain; the codec keeps flexway.v1 protobuf.
@@ -228,6 +234,10 @@ func build(cfg *config.Config, log *slog.Logger, led *budget.Ledger, aw *auditlo
 			return nil
 		}
 	}
+	var observeHTTP func(*http.Request, int, time.Duration)
+	if metrics.Exporting() {
+		observeHTTP = metrics.ObserveHTTP
+	}
 	rest := http.NewServeMux()
 	rest.Handle("GET /metrics", metrics.Handler())
 	rest.Handle("/", adminHTTP)
@@ -242,11 +252,16 @@ func build(cfg *config.Config, log *slog.Logger, led *budget.Ledger, aw *auditlo
 		MaxBodyBytes:   int64(cfg.AI.Vision.MaxBodyBytes),
 		ForwardHeaders: forward,
 		Logger:         log,
+		Observe:        observeHTTP,
 	})
 	if err != nil {
 		return nil, err
 	}
-	gw.http = otelhttp.NewHandler(gw.http, "flexway.http", otelhttp.WithTracerProvider(tp), otelhttp.WithMeterProvider(metrics.MeterProvider()))
+	if traced(cfg) {
+		// Spans only: the HTTP server metric is recorded by the front's
+		// access hook (Observe above), which costs a fraction of otelhttp's.
+		gw.http = otelhttp.NewHandler(gw.http, "flexway.http", otelhttp.WithTracerProvider(tp), otelhttp.WithMeterProvider(metricnoop.NewMeterProvider()))
+	}
 	gw.stopTracing = stopTracing
 	return gw, nil
 }

@@ -121,17 +121,15 @@ func observe(m *telemetry.Metrics, cfg *config.Config, led *budget.Ledger, bs ma
 	})
 }
 
-// boundedServerMetrics keeps, of otelhttp's and otelgrpc's server metrics,
-// only attributes whose values the gateway bounds: the HTTP method and
-// status, the gRPC service, method and status code (otelgrpc instruments
-// only the gateway's own and routed methods, see knownMethod). A caller
-// cannot mint a series with a Host header or an invented path.
+// boundedServerMetrics keeps, of otelgrpc's server metrics, only
+// attributes whose values the gateway bounds: the gRPC service, method and
+// status code (otelgrpc instruments only the gateway's own and routed
+// methods, see knownMethod). The HTTP server metric is Flexway's own
+// (telemetry.Metrics.ObserveHTTP), bounded at the source; otelhttp, when
+// tracing is on, records no metrics.
 func boundedServerMetrics() []sdkmetric.View {
-	httpKeys := attribute.NewAllowKeysFilter("http.request.method", "http.response.status_code", "url.scheme")
 	grpcKeys := attribute.NewAllowKeysFilter("rpc.system", "rpc.service", "rpc.method", "rpc.grpc.status_code")
 	return []sdkmetric.View{
-		sdkmetric.NewView(sdkmetric.Instrument{Scope: instrumentation.Scope{Name: "go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"}},
-			sdkmetric.Stream{AttributeFilter: httpKeys}),
 		sdkmetric.NewView(sdkmetric.Instrument{Scope: instrumentation.Scope{Name: "go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"}},
 			sdkmetric.Stream{AttributeFilter: grpcKeys}),
 	}

@@ -50,6 +50,12 @@ func newTracing(cfg *config.Config) (trace.TracerProvider, func(context.Context)
 	return tp, tp.Shutdown, nil
 }
 
+// traced reports whether newTracing exports spans (to telemetry.otlp_endpoint,
+// or to a test's spanExporter).
+func traced(cfg *config.Config) bool {
+	return spanExporter != nil || cfg.Telemetry.OTLPEndpoint != ""
+}
+
 // flexwayResource names the service in exported telemetry.
 func flexwayResource() *resource.Resource {
 	return resource.NewSchemaless(attribute.String("service.name", "flexway"), attribute.String("service.version", version))

@@ -166,7 +166,7 @@ func (c Config) write(ctx context.Context, a *auditing, err error) {
 		Fallback:       st.Fallback(),
 		Soft:           st.Soft,
 		DurationMS:     float64(time.Since(st.Start).Microseconds()) / 1000,
-		KeyHash:        c.Writer.Hash(st.KeyName),
+		KeyHash:        c.Writer.HashName(st.KeyName),
 		UserHash:       c.Writer.Hash(a.user),
 	}
 	if c.MeteredBy != nil && o.Backend != "" {

@@ -19,21 +19,28 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"gopkg.in/natefinch/lumberjack.v2"
 )
 
 // Line is one audit line. JSON names are DESIGN.md's.
+//
+// Lines are encoded by appendLine (encode.go), not by reflection: a field
+// added, removed, renamed or reordered here must be so there too
+// (TestAppendLineKnowsEveryField fails until it is). The json tags stay
+// the reference: appendLine writes what encoding/json would (HTML escaping
+// off), and `flexway report` reads the lines with encoding/json.
 type Line struct {
 	// Time is when the call started, UTC.
 	Time time.Time `json:"time"`
@@ -120,13 +127,16 @@ const retryEvery = time.Second
 
 // Writer is the audit log; safe for concurrent use.
 type Writer struct {
-	out     io.Writer
-	file    *lumberjack.Logger // nil for stdout
-	written os.FileInfo        // the file the last batch went to; run's goroutine only
-	path    string
-	key     []byte
-	log     *slog.Logger
-	onFail  func(string)
+	out       io.Writer
+	file      *lumberjack.Logger // nil for stdout
+	written   os.FileInfo        // the file the last batch went to; run's goroutine only
+	path      string
+	key       []byte
+	hmacs     sync.Pool    // of *hasher under key
+	names     sync.Map     // name → Hash(name); see HashName
+	nameCount atomic.Int64 // names stored or refused
+	log       *slog.Logger
+	onFail    func(string)
 
 	mu      sync.Mutex
 	pending bytes.Buffer // accepted lines not yet written
@@ -140,6 +150,7 @@ type Writer struct {
 // created) with the HMAC key of its identifiers, and starts its writer.
 func Open(path string, hashKey []byte, o Options) (*Writer, error) {
 	w := &Writer{path: path, key: hashKey, log: o.Logger, onFail: o.OnFailure, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	w.hmacs.New = func() any { return &hasher{mac: hmac.New(sha256.New, w.key)} }
 	if w.log == nil {
 		w.log = slog.New(slog.DiscardHandler)
 	}
@@ -173,10 +184,45 @@ func (w *Writer) Hash(s string) string {
 	if s == "" {
 		return ""
 	}
-	m := hmac.New(sha256.New, w.key)
-	m.Write([]byte(s))
-	return hex.EncodeToString(m.Sum(nil))
+	h := w.hmacs.Get().(*hasher)
+	h.in = append(h.in[:0], s...)
+	h.mac.Write(h.in)
+	var out [2 * sha256.Size]byte
+	hex.Encode(out[:], h.mac.Sum(h.sum[:0]))
+	h.mac.Reset() // back to the keyed state
+	if cap(h.in) <= maxHasherInput {
+		w.hmacs.Put(h)
+	}
+	return string(out[:])
 }
+
+// HashName is [Writer.Hash] for the configuration's names (API key and
+// relay names): their hashes are kept, up to maxNameHashes of them, so that
+// the line of a call does not compute its key's HMAC again.
+func (w *Writer) HashName(s string) string {
+	if h, ok := w.names.Load(s); ok {
+		return h.(string)
+	}
+	h := w.Hash(s)
+	if w.nameCount.Add(1) <= maxNameHashes {
+		w.names.Store(s, h)
+	}
+	return h
+}
+
+// maxNameHashes bounds HashName's memory: 4,096 names (about 600 KiB).
+const maxNameHashes = 4096
+
+// hasher is a reusable HMAC-SHA256 with its buffers, pooled by a [Writer]
+// so that [Writer.Hash] allocates only the string it returns.
+type hasher struct {
+	mac hash.Hash // hmac.New(sha256.New, key), reset after each use
+	in  []byte    // the input, copied: a string cannot be written to a hash.Hash without a copy
+	sum [sha256.Size]byte
+}
+
+// maxHasherInput is the largest input buffer a pooled hasher keeps.
+const maxHasherInput = 4 << 10
 
 // Healthy returns nil while the audit can be written, else an error
 // wrapping [ErrUnavailable] that says why.
@@ -196,23 +242,50 @@ func (w *Writer) Healthy() error {
 // [ErrUnavailable], after Close; while writes fail the line is still
 // accepted and kept (a call already served must be audited).
 func (w *Writer) Write(l *Line) error {
-	b, err := json.Marshal(l)
-	if err != nil {
+	bp := lineBufs.Get().(*[]byte)
+	defer putLineBuf(bp)
+	b := appendLine((*bp)[:0], l)
+	if len(b) == 0 {
+		// Not encodable (a time or duration JSON cannot hold): the error
+		// is encoding/json's.
+		_, err := marshalLine(l)
 		return err
 	}
+	b = append(b, '\n')
+	*bp = b
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
 		return fmt.Errorf("%w: closed", ErrUnavailable)
 	}
+	// Only the first line after a flush wakes the writer: the lines that
+	// follow within flushEvery join its batch, and run looks again after
+	// each write, so a busy gateway wakes it once per batch, not per call.
+	first := w.pending.Len() == 0
 	w.pending.Write(b)
-	w.pending.WriteByte('\n')
 	w.mu.Unlock()
-	select {
-	case w.wake <- struct{}{}:
-	default:
+	if first {
+		select {
+		case w.wake <- struct{}{}:
+		default:
+		}
 	}
 	return nil
+}
+
+// lineBufs holds *[]byte scratch buffers in which [Writer.Write] encodes
+// a line before queueing it, outside the lock.
+var lineBufs = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
+// maxLineBuf is the largest scratch buffer put back in lineBufs; one grown
+// by an outsized line is left to the collector.
+const maxLineBuf = 64 << 10
+
+// putLineBuf returns a scratch buffer to lineBufs.
+func putLineBuf(bp *[]byte) {
+	if cap(*bp) <= maxLineBuf {
+		lineBufs.Put(bp)
+	}
 }
 
 // run writes pending lines in batches until Close.
@@ -232,13 +305,15 @@ func (w *Writer) run() {
 		if closed {
 			return
 		}
-		select {
-		case <-w.wake:
-			// Gather what else comes within flushEvery into one write.
-			timer.Reset(flushEvery)
-			<-timer.C
-		case <-time.After(retryEvery):
+		w.mu.Lock()
+		more := w.pending.Len() > 0 // queued while the batch was written: no wake came
+		w.mu.Unlock()
+		if !more {
+			<-w.wake
 		}
+		// Gather what else comes within flushEvery into one write.
+		timer.Reset(flushEvery)
+		<-timer.C
 	}
 }
 

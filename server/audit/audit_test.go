@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -86,6 +87,19 @@ func TestHash(t *testing.T) {
 	defer other.Close()
 	if other.Hash("acme-support") == w.Hash("acme-support") {
 		t.Fatal("the hash does not depend on the key")
+	}
+	// HashName gives the same hashes, kept, and past its bound still right.
+	for i := range maxNameHashes + 10 {
+		name := fmt.Sprintf("key-%d", i)
+		if got, want := w.HashName(name), w.Hash(name); got != want {
+			t.Fatalf("HashName(%q) = %q, want %q", name, got, want)
+		}
+	}
+	if got, want := w.HashName("key-1"), w.Hash("key-1"); got != want {
+		t.Fatalf("kept HashName %q, want %q", got, want)
+	}
+	if _, kept := w.names.Load(fmt.Sprintf("key-%d", maxNameHashes+5)); kept {
+		t.Fatal("HashName kept more names than maxNameHashes")
 	}
 }
 

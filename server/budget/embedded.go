@@ -111,9 +111,10 @@ type embedded struct {
 	inflight int            // commits whose write is pending; guarded by mu
 	active   sync.WaitGroup // commits between their closed check and their write's end
 
-	wmu  sync.Mutex
-	next *wbatch // batch being filled; guarded by wmu
-	kick chan struct{}
+	wmu     sync.Mutex
+	next    *wbatch // batch being filled; guarded by wmu
+	writing bool    // a commit or the writer goroutine holds the writing role; guarded by wmu
+	kick    chan struct{}
 
 	stop      chan struct{}
 	bg        sync.WaitGroup
@@ -258,7 +259,11 @@ func (s *embedded) commit(_ context.Context, id string, lines []line, now time.T
 	s.active.Add(1)
 	s.mu.Unlock()
 
-	// Group commit: join the batch being filled and wake the writer.
+	// Group commit: join the batch being filled. When no write is in
+	// progress this commit leads: it writes the batch itself, in its own
+	// goroutine (no hand-off to wait for), and passes what joined meanwhile
+	// to the writer goroutine. Otherwise it waits for the write in progress
+	// to be followed by its batch's.
 	s.wmu.Lock()
 	if s.next == nil {
 		s.next = &wbatch{deltas: make(map[string]int64, 16), done: make(chan struct{})}
@@ -269,10 +274,12 @@ func (s *embedded) commit(_ context.Context, id string, lines []line, now time.T
 			wb.deltas[l.bucket] += l.amount
 		}
 	}
+	lead := !s.writing
+	s.writing = true
 	s.wmu.Unlock()
-	select {
-	case s.kick <- struct{}{}:
-	default:
+	if lead {
+		s.flush()
+		s.handOff()
 	}
 	<-wb.done
 
@@ -293,18 +300,40 @@ func (s *embedded) commit(_ context.Context, id string, lines []line, now time.T
 	return nil
 }
 
-// writer writes batches one transaction at a time; commits arriving while
-// one is written form the next batch.
+// handOff ends a write: the writing role is dropped when no batch waits,
+// else passed to the writer goroutine. Called by the role's holder.
+func (s *embedded) handOff() {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.next == nil {
+		s.writing = false
+		return
+	}
+	s.kick <- struct{}{} // cannot block: only the role's holder kicks, and the writer drains before dropping it
+}
+
+// writer writes, one transaction at a time, the batches a leading commit
+// passed to it (handOff), until none waits.
 func (s *embedded) writer() {
 	defer s.bg.Done()
 	for {
 		select {
 		case <-s.kick:
 		case <-s.stop:
-			s.flush() // Close waited for every commit: at most one batch left
-			return
+			return // Close waited for every commit: nothing is left
 		}
-		s.flush()
+		for {
+			s.flush()
+			s.wmu.Lock()
+			idle := s.next == nil
+			if idle {
+				s.writing = false
+			}
+			s.wmu.Unlock()
+			if idle {
+				break
+			}
+		}
 	}
 }
 

@@ -226,14 +226,14 @@ func appendEmbeddingRequest(dst []byte, req *flexwayv1.CreateEmbeddingRequest, m
 	in := req.GetInput()
 	switch in.GetInput().(type) {
 	case *flexwayv1.EmbeddingInput_Text:
-		o.dst = appendString(o.dst, in.GetText())
+		o.dst = AppendString(o.dst, in.GetText())
 	case *flexwayv1.EmbeddingInput_Texts:
 		o.dst = append(o.dst, '[')
 		for i, s := range in.GetTexts().GetValues() {
 			if i > 0 {
 				o.dst = append(o.dst, ',')
 			}
-			o.dst = appendString(o.dst, s)
+			o.dst = AppendString(o.dst, s)
 		}
 		o.dst = append(o.dst, ']')
 	case *flexwayv1.EmbeddingInput_Tokens:

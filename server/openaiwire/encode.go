@@ -18,10 +18,11 @@ func load64(s string, i int) uint64 {
 		uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
 }
 
-// appendString appends s as a JSON string. It escapes the quote, the
-// backslash, control characters, U+2028 and U+2029, and writes each byte of
-// invalid UTF-8 as U+FFFD.
-func appendString(dst []byte, s string) []byte {
+// AppendString appends s as a JSON string (RFC 8259): what encoding/json
+// writes with HTML escaping off. It escapes the quote, the backslash,
+// control characters, U+2028 and U+2029, and writes each byte of invalid
+// UTF-8 as U+FFFD. Printable ASCII is scanned eight bytes at a time.
+func AppendString(dst []byte, s string) []byte {
 	dst = append(dst, '"')
 	start := 0
 	i := 0
@@ -132,7 +133,7 @@ func (o *object) key(k string) {
 // str writes a string member.
 func (o *object) str(k, v string) {
 	o.key(k)
-	o.dst = appendString(o.dst, v)
+	o.dst = AppendString(o.dst, v)
 }
 
 // int writes an integer member.
@@ -184,7 +185,7 @@ func (o *object) extras(m map[string]string, typed func(string) bool, strict boo
 			o.dst = append(o.dst, ',')
 		}
 		o.empty = false
-		o.dst = appendString(o.dst, k)
+		o.dst = AppendString(o.dst, k)
 		o.dst = append(o.dst, ':')
 		if !strict && strings.ContainsAny(v, "\r\n") {
 			o.dst = appendCompact(o.dst, v)

@@ -51,9 +51,10 @@ type Options struct {
 // Metrics holds the MeterProvider, its exporter and Flexway's instruments.
 // It is safe for concurrent use.
 type Metrics struct {
-	provider *sdkmetric.MeterProvider
-	handler  http.Handler
-	meter    metric.Meter
+	provider  *sdkmetric.MeterProvider
+	handler   http.Handler
+	meter     metric.Meter
+	exporting bool
 
 	cost   metric.Float64ObservableCounter
 	calls  metric.Int64ObservableCounter
@@ -62,10 +63,12 @@ type Metrics struct {
 
 	budgetLimit, budgetCommitted, budgetReserved metric.Float64ObservableGauge
 	circuit                                      metric.Int64ObservableGauge
+	httpDuration                                 metric.Float64Histogram
 
 	tenants, agents, backends, models, operations, features map[string]string
 
 	series      sync.Map // callKey → *callSeries
+	httpSets    sync.Map // httpKey → metric.RecordOption
 	auditSets   map[string]metric.AddOption
 	observeOnce struct{ budgets, circuits sync.Once }
 	shutdown    sync.Once
@@ -105,6 +108,7 @@ func New(o Options) (*Metrics, error) {
 	for _, r := range o.Readers {
 		opts = append(opts, sdkmetric.WithReader(r))
 	}
+	m.exporting = o.Prometheus || len(o.Readers) > 0
 	m.provider = sdkmetric.NewMeterProvider(opts...)
 	m.meter = m.provider.Meter(ScopeName)
 
@@ -122,7 +126,7 @@ func New(o Options) (*Metrics, error) {
 }
 
 func (m *Metrics) instruments() error {
-	var errs [8]error
+	var errs [9]error
 	m.cost, errs[0] = m.meter.Float64ObservableCounter("flexway.inference.cost",
 		metric.WithUnit("EUR"), metric.WithDescription("Cost of inference calls committed to the budgets, in euros."))
 	m.calls, errs[1] = m.meter.Int64ObservableCounter("flexway.inference.calls",
@@ -139,6 +143,9 @@ func (m *Metrics) instruments() error {
 		metric.WithDescription("Usage held by unexpired reservations against a budget cap (tokens, or euros for unit=\"eur\")."))
 	m.circuit, errs[7] = m.meter.Int64ObservableGauge("flexway.backend.circuit",
 		metric.WithDescription("Circuit breaker state per backend: 0 closed, 1 half_open, 2 open, -1 unknown."))
+	m.httpDuration, errs[8] = m.meter.Float64Histogram("http.server.request.duration",
+		metric.WithUnit("s"), metric.WithDescription("Duration of HTTP server requests."),
+		metric.WithExplicitBucketBoundaries(httpDurationBuckets...))
 	if err := errors.Join(errs[:]...); err != nil {
 		return err
 	}
@@ -149,6 +156,11 @@ func (m *Metrics) instruments() error {
 // Handler serves /metrics in the Prometheus text format; it answers 404
 // when the Prometheus exporter is off.
 func (m *Metrics) Handler() http.Handler { return m.handler }
+
+// Exporting reports whether anything reads the metrics: the Prometheus
+// exporter or another reader. When false, instrumenting a server (otelhttp,
+// otelgrpc) only costs time, and callers may leave it out.
+func (m *Metrics) Exporting() bool { return m.exporting }
 
 // MeterProvider is the provider for other instrumentation (otelgrpc,
 // otelhttp), exported alongside Flexway's own instruments.
