@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
 	"time"
 )
 
@@ -39,6 +40,15 @@ const (
 	settle = 500 * time.Millisecond
 )
 
+// The paths, in the order in which they take turns; each is also its index
+// in the per-path arrays (step, report.Best, report.Capped).
+const (
+	pathDirect  = iota // harness → sample
+	pathFlexway        // harness → gateway → sample
+	pathRelay          // harness → TCP relay → sample
+	numPaths
+)
+
 // stepRates is the open-loop throughput ladder, in requests/s.
 var stepRates = []float64{500, 1000, 1500, 2000, 3000, 4000, 6000, 8000, 12000, 16000}
 
@@ -48,12 +58,17 @@ type bench struct {
 	load     *load
 	direct   path
 	flexway  path
+	relay    path // the floor: what any process between harness and sample adds
 	rep      *report
 	progress io.Writer
 }
 
-// paths returns the two paths, direct first.
-func (b *bench) paths() []path { return []path{b.direct, b.flexway} }
+// paths returns the non-streaming phases' paths in index order: direct,
+// flexway, relay.
+func (b *bench) paths() []path { return []path{b.direct, b.flexway, b.relay} }
+
+// streamPaths returns the streaming phase's paths: direct, then flexway.
+func (b *bench) streamPaths() []path { return []path{b.direct, b.flexway} }
 
 // scaled returns d times the duration scale, at least floor.
 func (b *bench) scaled(d, floor time.Duration) time.Duration {
@@ -69,10 +84,10 @@ func (b *bench) logf(format string, args ...any) {
 	fmt.Fprintf(b.progress, "flexway-load: "+format+"\n", args...)
 }
 
-// concurrencyOne warms both paths up, then measures them at concurrency 1.
+// concurrencyOne warms the paths up, then measures them at concurrency 1.
 func (b *bench) concurrencyOne(ctx context.Context) error {
 	n := b.count(c1Requests, 100)
-	b.logf("warm-up, then concurrency 1: %d requests per path", n)
+	b.logf("warm-up, then concurrency 1: %d requests per path (direct, flexway, relay)", n)
 	if _, err := b.load.sequential(ctx, b.paths(), b.count(warmupRequests, 20)); err != nil {
 		return fmt.Errorf("warm-up: %w", err)
 	}
@@ -80,16 +95,17 @@ func (b *bench) concurrencyOne(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("concurrency 1: %w", err)
 	}
-	b.rep.C1 = pair{Direct: summarize(lat[0]), Flexway: summarize(lat[1])}
+	b.rep.C1 = pair{Direct: summarize(lat[pathDirect]), Flexway: summarize(lat[pathFlexway])}
+	b.rep.RelayC1 = summarize(lat[pathRelay])
 	return nil
 }
 
-// fixedRateLoad measures both paths at the open-loop fixedRate, the paths
+// fixedRateLoad measures the paths at the open-loop fixedRate, the paths
 // taking turns.
 func (b *bench) fixedRateLoad(ctx context.Context) error {
 	round := b.scaled(fixedDuration/fixedRounds, 200*time.Millisecond)
 	b.logf("open loop at %.0f req/s: %d rounds of %s per path", fixedRate, fixedRounds, round)
-	var res [2]openResult
+	var res [numPaths]openResult
 	for range fixedRounds {
 		for i, p := range b.paths() {
 			res[i].merge(b.load.openLoop(ctx, p, fixedRate, round))
@@ -104,8 +120,10 @@ func (b *bench) fixedRateLoad(ctx context.Context) error {
 		Lag:      summarize(append(res[0].Lag, res[1].Lag...)),
 		Achieved: [2]float64{achieved(res[0]), achieved(res[1])},
 	}
-	if e := b.rep.Fixed.Errors; e[0]+e[1] > 0 {
-		return fmt.Errorf("open loop at %.0f req/s: %d direct and %d flexway requests failed", fixedRate, e[0], e[1])
+	r := res[pathRelay]
+	b.rep.RelayFixed = openOne{dist: summarize(r.Latencies), Errors: r.Errors, Achieved: achieved(r)}
+	if e := b.rep.Fixed.Errors; e[0]+e[1]+r.Errors > 0 {
+		return fmt.Errorf("open loop at %.0f req/s: %d direct, %d flexway and %d relay requests failed", fixedRate, e[0], e[1], r.Errors)
 	}
 	return nil
 }
@@ -123,9 +141,9 @@ func achieved(r openResult) float64 {
 func (b *bench) throughput(ctx context.Context) error {
 	d := b.scaled(stepDuration, 500*time.Millisecond)
 	b.logf("throughput: steps of %s per path until p99 > %s", d, maxP99)
-	live := [2]bool{true, true}
+	live := [numPaths]bool{true, true, true}
 	for _, rate := range stepRates {
-		if !live[0] && !live[1] {
+		if !slices.Contains(live[:], true) {
 			break
 		}
 		s := step{Rate: rate}
@@ -158,7 +176,7 @@ func (b *bench) throughput(ctx context.Context) error {
 			}
 			time.Sleep(stepPause)
 		}
-		b.logf("  %6.0f req/s: direct p99 %s, flexway p99 %s", rate, s.cell(0), s.cell(1))
+		b.logf("  %6.0f req/s: direct p99 %s, flexway p99 %s, relay p99 %s", rate, s.cell(pathDirect), s.cell(pathFlexway), s.cell(pathRelay))
 		b.rep.Steps = append(b.rep.Steps, s)
 	}
 	b.rep.Capped = live
@@ -173,7 +191,7 @@ func (b *bench) paced(ctx context.Context) error {
 	b.logf("streaming: %d streams per path, %d at a time", per*pacedRounds, pacedConcurrency)
 	var first, content, gaps [2][]time.Duration
 	for range pacedRounds {
-		for i, p := range b.paths() {
+		for i, p := range b.streamPaths() {
 			ts, err := b.load.streams(ctx, p, per, pacedConcurrency, pacedChunks)
 			if err != nil {
 				return fmt.Errorf("streaming: %w", err)
@@ -206,7 +224,8 @@ func (b *bench) streamMemory(ctx context.Context, dir string) error {
 		return err
 	}
 	defer gw.stop()
-	l := &load{client: newClient(openStreamCount + openingAtOnce), key: b.load.key}
+	l := b.memoryLoad()
+	defer l.client.CloseIdleConnections()
 	p := path{name: "flexway", url: gw.base + "/v1/chat/completions"}
 
 	// Warm the gateway's pools and code paths up before the idle reading.
@@ -215,23 +234,43 @@ func (b *bench) streamMemory(ctx context.Context, dir string) error {
 			return fmt.Errorf("memory warm-up: %w", err)
 		}
 	}
-	time.Sleep(settle)
-	idle, err := gw.rssKiB()
+	m, err := measureOpenStreams(ctx, l, p, gw.rssKiB)
 	if err != nil {
-		return err
+		return fmt.Errorf("memory: %w", err)
+	}
+	b.rep.Memory = &m
+	return nil
+}
+
+// memoryLoad returns the memory phase's client: a pool large enough for
+// every stream and every one being opened. The gateway's measurement and the
+// hold server's each get one built the same way.
+func (b *bench) memoryLoad() *load {
+	return &load{client: newClient(openStreamCount + openingAtOnce), key: b.load.key}
+}
+
+// measureOpenStreams is the memory phase's measurement, the same for every
+// server: it lets RSS settle and reads it (idle), opens openStreamCount
+// streams on p, openingAtOnce at a time, and once all have received their
+// first byte lets RSS settle and reads it again (open). rss reads the
+// server's VmRSS.
+func measureOpenStreams(ctx context.Context, l *load, p path, rss func() (int64, error)) (memory, error) {
+	time.Sleep(settle)
+	idle, err := rss()
+	if err != nil {
+		return memory{}, err
 	}
 	m := memory{IdleKiB: idle}
 	m.Streams, err = l.openStreams(ctx, p, openStreamCount, openingAtOnce, func(int) error {
 		time.Sleep(settle)
 		var err error
-		m.OpenKiB, err = gw.rssKiB()
+		m.OpenKiB, err = rss()
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("memory: %d streams open: %w", m.Streams, err)
+		return m, fmt.Errorf("%d streams open: %w", m.Streams, err)
 	}
-	b.rep.Memory = &m
-	return nil
+	return m, nil
 }
 
 // auditState describes what became of the configured audit log.

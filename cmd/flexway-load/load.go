@@ -22,13 +22,13 @@ const (
 	maxInFlight = 1024
 )
 
-// chatBody is the small non-streaming request sent on both paths.
+// chatBody is the small non-streaming request sent on every path.
 var chatBody = []byte(`{"model":"` + sampleModel + `","messages":[{"role":"user","content":"Say hello to the benchmark."}],"max_tokens":32}`)
 
-// path is one way to the upstream: direct to the sample, or through
-// Flexway. Both get the same body and headers.
+// path is one way to the upstream: direct to the sample, through Flexway,
+// or through the TCP relay. All get the same body and headers.
 type path struct {
-	name string // "direct" or "flexway"
+	name string // "direct", "flexway" or "relay"
 	url  string // the chat completions URL
 }
 
@@ -46,10 +46,10 @@ func newClient(conns int) *http.Client {
 	}}
 }
 
-// load sends requests on both paths with one client.
+// load sends requests on every path with one client.
 type load struct {
 	client *http.Client
-	key    string // the bearer key, sent on both paths
+	key    string // the bearer key, sent on every path
 }
 
 // newRequest builds a chat completion request for p.

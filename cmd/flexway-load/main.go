@@ -23,8 +23,11 @@ var errUsage = errors.New("usage error")
 const noFileWanted = 4 * openStreamCount
 
 // main wires SIGINT and SIGTERM to run's context: an interrupted run still
-// stops its children and removes its temporary directory.
+// stops its children and removes its temporary directory. Started with
+// relayModeArg first, the binary is the relay path's TCP relay instead; with
+// holdModeArg first, the memory phase's bare net/http server.
 func main() {
+	runMode(os.Args)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
@@ -113,9 +116,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// measure starts the sample and the gateway, runs every phase, and stops
-// them. A phase that fails is recorded in the report and the next one runs;
-// only a failure to start the processes, or an interrupt, ends it early.
+// measure starts the sample, the gateway and the relay, runs every phase,
+// and stops them; the memory phase starts and stops its own processes. A phase that fails is recorded in the report and the next
+// one runs; only a failure to start the processes, or an interrupt, ends it
+// early.
 func (b *bench) measure(ctx context.Context, dir string) error {
 	smp, err := startSample(ctx, b.opts, dir, "sample", pacedChunkDelay, pacedChunks)
 	if err != nil {
@@ -128,10 +132,16 @@ func (b *bench) measure(ctx context.Context, dir string) error {
 		return err
 	}
 	defer gw.stop()
+	rly, err := startRelay(ctx, dir, "relay", hostPort(smp.base))
+	if err != nil {
+		return err
+	}
+	defer rly.stop()
 
 	b.load = &load{client: newClient(maxInFlight), key: key}
 	b.direct = path{name: "direct", url: smp.base + "/v1/chat/completions"}
 	b.flexway = path{name: "flexway", url: gw.base + "/v1/chat/completions"}
+	b.relay = path{name: "relay", url: "http://" + rly.addr + "/v1/chat/completions"}
 	phases := []func(context.Context) error{b.concurrencyOne, b.fixedRateLoad, b.throughput, b.paced}
 	for _, phase := range phases {
 		if err := phase(ctx); err != nil {
@@ -145,18 +155,28 @@ func (b *bench) measure(ctx context.Context, dir string) error {
 	if gw.exited() {
 		b.rep.Problems = append(b.rep.Problems, "the gateway exited during the run: "+gw.logTail())
 	}
-	// Free the CPUs and memory for the memory phase's fresh processes.
+	if rly.exited() {
+		b.rep.Problems = append(b.rep.Problems, "the relay exited during the run: "+rly.logTail())
+	}
+	// Free the CPUs and memory for the memory phase's fresh processes (a
+	// gateway and its sample, then the hold server); the relay has no part
+	// in it.
 	gw.stop()
+	rly.stop()
 	smp.stop()
 	b.load.client.CloseIdleConnections()
 	b.rep.Audit = auditState(gw.audit)
 
-	if err := b.streamMemory(ctx, dir); err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
+	// Flexway's memory first; then, with the gateway and its sample stopped,
+	// the bare net/http floor measured the same way.
+	for _, phase := range []func(context.Context, string) error{b.streamMemory, b.holdMemory} {
+		if err := phase(ctx, dir); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			b.rep.Problems = append(b.rep.Problems, err.Error())
+			b.logf("phase failed: %v", err)
 		}
-		b.rep.Problems = append(b.rep.Problems, err.Error())
-		b.logf("phase failed: %v", err)
 	}
 	return nil
 }

@@ -43,9 +43,13 @@ type proc struct {
 	err  error         // its exit error, valid after done
 }
 
-// startProc starts path with args and env, in dir, in a new process group,
-// and returns it with the first line it printed to stdout.
-func startProc(ctx context.Context, name, path, dir string, args, env []string) (*proc, string, error) {
+// startProc starts path with args and env, in dir, in a new process group.
+// With waitLine it waits for the first line the child prints to stdout and
+// returns it (a child that exits or prints nothing within startTimeout is an
+// error); without, it returns as soon as the child has started, and the
+// caller checks that it is ready its own way. Either way the child's stdout
+// and stderr go to its log.
+func startProc(ctx context.Context, name, path, dir string, args, env []string, waitLine bool) (*proc, string, error) {
 	logPath := filepath.Join(dir, name+".log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
@@ -82,6 +86,9 @@ func startProc(ctx context.Context, name, path, dir string, args, env []string) 
 		p.err = cmd.Wait()
 		close(p.done)
 	}()
+	if !waitLine {
+		return p, "", nil
+	}
 
 	timer := time.NewTimer(startTimeout)
 	defer timer.Stop()
@@ -173,7 +180,7 @@ func startSample(ctx context.Context, o options, dir, name string, chunkDelay ti
 		"--chunk-delay", chunkDelay.String(),
 		"--chunks", strconv.Itoa(chunks),
 	}
-	p, line, err := startProc(ctx, name, o.samplePath, dir, args, os.Environ())
+	p, line, err := startProc(ctx, name, o.samplePath, dir, args, os.Environ(), true)
 	if err != nil {
 		return nil, err
 	}
@@ -244,7 +251,7 @@ func startGateway(ctx context.Context, o options, dir, name, upstream, key strin
 		return nil, err
 	}
 	env := append(os.Environ(), auditKeyEnv+"="+randomHex(16))
-	p, _, err := startProc(ctx, name, o.flexwayPath, gdir, []string{"serve", "--config", path}, env)
+	p, _, err := startProc(ctx, name, o.flexwayPath, gdir, []string{"serve", "--config", path}, env, true)
 	if err != nil {
 		return nil, err
 	}

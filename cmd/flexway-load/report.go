@@ -34,15 +34,23 @@ type openPair struct {
 	pair
 	Errors   [2]int     // direct, flexway
 	Achieved [2]float64 // answers/s, direct, flexway
-	Lag      dist       // the pacer's lateness, both paths
+	Lag      dist       // the pacer's lateness, direct and flexway
 }
 
-// step is one rung of the throughput ladder; index 0 is direct, 1 flexway.
+// openOne is an open-loop measurement on one path.
+type openOne struct {
+	dist
+	Errors   int     // failed requests
+	Achieved float64 // answers/s
+}
+
+// step is one rung of the throughput ladder, indexed by path (pathDirect,
+// pathFlexway, pathRelay).
 type step struct {
 	Rate   float64
-	Ran    [2]bool
-	P99    [2]time.Duration
-	Errors [2]int
+	Ran    [numPaths]bool
+	P99    [numPaths]time.Duration
+	Errors [numPaths]int
 }
 
 // cell is the step's result for path i, as the table shows it.
@@ -84,15 +92,30 @@ type report struct {
 	GOMAXPROCS string
 	Audit      string
 
-	C1           pair
-	Fixed        openPair
-	Steps        []step
-	Best         [2]float64 // best passing rate, direct and flexway
-	Capped       [2]bool    // the path passed the ladder's top rate
+	C1    pair
+	Fixed openPair
+	// RelayC1 is the relay path at concurrency 1, measured in the same
+	// rounds as C1; its added figures are over C1.Direct.
+	RelayC1 dist
+	// RelayFixed is the relay path at fixedRate, taking turns with Fixed;
+	// its added figures are over Fixed.Direct.
+	RelayFixed openOne
+	Steps      []step
+	// Best is each path's best passing rate, indexed by path (pathDirect,
+	// pathFlexway, pathRelay); 0 when the first step failed.
+	Best [numPaths]float64
+	// Capped says, by path, that the path passed the ladder's top rate.
+	Capped [numPaths]bool
+
 	FirstByte    pair
 	FirstContent pair
 	Gaps         pair
 	Memory       *memory
+	// HoldMemory is the memory phase's floor: the same streams, opened and
+	// measured the same way, held by a bare net/http server with no upstream
+	// connection (holdModeArg). It is shown beside Memory and checks no
+	// target; nil when it was not measured.
+	HoldMemory *memory
 
 	Problems []string // phases that failed
 }
@@ -214,6 +237,8 @@ func (r *report) markdown() []byte {
 	w("## What was on")
 	w("")
 	w("- Identity on: every call through Flexway carries `Authorization: Bearer` with the key, checked against the configured key_sha256. The direct path gets the same body and headers.")
+	w("- Relay path: the harness binary started again, as its own process, with `%s LISTEN SAMPLE`: a byte-for-byte TCP relay on 127.0.0.1 that accepts each connection, dials the sample and copies bytes both ways (io.Copy), and parses nothing. It gets the same body and headers as direct; the sample ignores the Authorization header. It shows what any process between harness and sample adds on this machine; non-streaming and throughput phases only.", relayModeArg)
+	w("- Memory floor: the harness binary started again, as its own process, with `%s LISTEN`: an http.Server on 127.0.0.1 with net/http's defaults (the header and idle timeouts of Flexway's front, no special buffer sizes) whose handler reads and discards the request body, answers `text/event-stream` with one event, flushes it and holds the response open until the client closes. It has no upstream connection. After Flexway's memory measurement, with the gateway and its sample stopped, it gets the same streams, opened and measured the same way; it checks no target.", holdModeArg)
 	w("- Embedded defaults: one backend, no caps, no tenants; the budget store is the embedded default in the run's temporary directory.")
 	w("- Audit as configured: `audit.path: audit.jsonl` with a hash key, in the run's temporary directory; %s.", r.Audit)
 	w("- Loopback: harness, flexway-sample and `flexway serve` on 127.0.0.1, HTTP/1.1 with keep-alive; the harness shares the CPUs with both servers.")
@@ -232,33 +257,45 @@ func (r *report) markdown() []byte {
 		w("| %s | %s | %s |", c.Target, m, c.verdict())
 	}
 	w("")
+	w("%s", r.relayFloor())
+	w("")
 	w("## Non-streaming chat")
 	w("")
-	w("Latency from send (open loop: from the scheduled send) to the end of the answer. Added = flexway − direct.")
+	w("Latency from send (open loop: from the scheduled send) to the end of the answer. Added = flexway − direct. The relay columns show the TCP relay path, with relay − direct in brackets.")
 	w("")
-	w("| | n per path | direct p50 | flexway p50 | added p50 | direct p99 | flexway p99 | added p99 |")
-	w("|---|---|---|---|---|---|---|---|")
-	writePair(w, "concurrency 1", r.C1)
-	writePair(w, fmt.Sprintf("open loop %.0f req/s", fixedRate), r.Fixed.pair)
+	w("| | n per path | direct p50 | flexway p50 | added p50 | direct p99 | flexway p99 | added p99 | relay p50 (− direct) | relay p99 (− direct) |")
+	w("|---|---|---|---|---|---|---|---|---|---|")
+	writeChatRow(w, "concurrency 1", r.C1, r.RelayC1)
+	writeChatRow(w, fmt.Sprintf("open loop %.0f req/s", fixedRate), r.Fixed.pair, r.RelayFixed.dist)
 	w("")
 	if r.Fixed.Lag.N > 0 {
 		w("At %.0f req/s: answers/s direct %.0f, flexway %.0f; errors direct %d, flexway %d. The pacer dispatched p50 %s and p99 %s after the scheduled time (timer resolution; included in both paths).",
 			fixedRate, r.Fixed.Achieved[0], r.Fixed.Achieved[1], r.Fixed.Errors[0], r.Fixed.Errors[1], fmtDur(r.Fixed.Lag.P50), fmtDur(r.Fixed.Lag.P99))
 		w("")
 	}
+	if r.RelayFixed.N > 0 {
+		w("Relay path at %.0f req/s: answers/s %.0f; errors %d.", fixedRate, r.RelayFixed.Achieved, r.RelayFixed.Errors)
+		w("")
+	}
 	w("### Sustained throughput (open loop, p99 ≤ %s, no error; the better of %d runs per step)", fmtDur(maxP99), stepTries)
 	w("")
 	if len(r.Steps) > 0 {
-		w("| rate (req/s) | direct p99 | flexway p99 |")
-		w("|---|---|---|")
+		w("| rate (req/s) | direct p99 | flexway p99 | relay p99 |")
+		w("|---|---|---|---|")
 		for _, s := range r.Steps {
-			w("| %.0f | %s | %s |", s.Rate, s.cell(0), s.cell(1))
+			w("| %.0f | %s | %s | %s |", s.Rate, s.cell(pathDirect), s.cell(pathFlexway), s.cell(pathRelay))
 		}
 		w("")
 		w("Best passing rate: direct %s, flexway %s.", bestRate(r.Best[0], r.Capped[0]), bestRate(r.Best[1], r.Capped[1]))
 		if r.Best[0] > 0 {
 			w("Ratio flexway / direct: %.2f.", r.Best[1]/r.Best[0])
 		}
+		w("")
+		relayRatio := ""
+		if r.Best[pathDirect] > 0 {
+			relayRatio = fmt.Sprintf("; ratio relay / direct: %.2f", r.Best[pathRelay]/r.Best[pathDirect])
+		}
+		w("Relay path: best passing rate %s%s.", bestRate(r.Best[pathRelay], r.Capped[pathRelay]), relayRatio)
 	} else {
 		w("Not measured.")
 	}
@@ -283,6 +320,8 @@ func (r *report) markdown() []byte {
 	} else {
 		w("Not measured.")
 	}
+	w("")
+	w("%s", r.holdFloor())
 	if len(r.Problems) > 0 {
 		w("")
 		w("## Problems")
@@ -292,6 +331,101 @@ func (r *report) markdown() []byte {
 		}
 	}
 	return b.Bytes()
+}
+
+// relayFloor is the paragraph under the targets that says what the TCP relay
+// adds over direct, the floor any separate process in the path adds on this
+// machine, and what Flexway adds over the relay.
+func (r *report) relayFloor() string {
+	measured := func(ds ...dist) bool {
+		for _, d := range ds {
+			if d.N == 0 {
+				return false
+			}
+		}
+		return true
+	}
+	c1, fixed := measured(r.C1.Direct, r.RelayC1), measured(r.Fixed.Direct, r.RelayFixed.dist)
+	c1Text := "not measured"
+	if c1 {
+		c1Text = fmt.Sprintf("%s at p50, %s at p99",
+			fmtDur(r.RelayC1.P50-r.C1.Direct.P50), fmtDur(r.RelayC1.P99-r.C1.Direct.P99))
+	}
+	var b strings.Builder
+	switch {
+	case fixed:
+		fmt.Fprintf(&b, "On this machine a byte-for-byte TCP relay adds %s at p50 and %s at p99 at %.0f req/s (concurrency 1: %s)",
+			fmtDur(r.RelayFixed.P50-r.Fixed.Direct.P50), fmtDur(r.RelayFixed.P99-r.Fixed.Direct.P99), fixedRate, c1Text)
+		if r.Fixed.Flexway.N > 0 {
+			fmt.Fprintf(&b, "; Flexway adds %s over the relay (flexway − relay at p50; %s at p99)",
+				fmtDur(r.Fixed.Flexway.P50-r.RelayFixed.P50), fmtDur(r.Fixed.Flexway.P99-r.RelayFixed.P99))
+		}
+	case c1:
+		fmt.Fprintf(&b, "On this machine a byte-for-byte TCP relay adds %s at concurrency 1 (not measured at %.0f req/s)", c1Text, fixedRate)
+		if r.C1.Flexway.N > 0 {
+			fmt.Fprintf(&b, "; Flexway adds %s over the relay there (flexway − relay at p50; %s at p99)",
+				fmtDur(r.C1.Flexway.P50-r.RelayC1.P50), fmtDur(r.C1.Flexway.P99-r.RelayC1.P99))
+		}
+	default:
+		return "The TCP relay path, which shows what any process between the harness and the sample adds on this machine, was not measured."
+	}
+	b.WriteString(". The relay parses nothing, so what it adds (waking one more process, one more loopback hop each way) is the floor for any gateway in its own process here; the targets above compare flexway with direct and include that floor.")
+	return b.String()
+}
+
+// holdFloor is the memory section's sentence on the bare net/http server:
+// what it used per open stream, the floor of an HTTP/1.1 front on net/http,
+// and what Flexway uses over it.
+func (r *report) holdFloor() string {
+	h := r.HoldMemory
+	if h == nil {
+		return fmt.Sprintf("The floor of a bare net/http server holding the same streams open (the harness's %s) was not measured.", holdModeArg)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "A bare net/http server holding the same streams open, with no upstream connection (the harness's %s), used %.1f KiB per open stream (VmRSS idle %d KiB; with %d streams open %d KiB): the floor of an HTTP/1.1 front on net/http here",
+		holdModeArg, h.PerStream(), h.IdleKiB, h.Streams, h.OpenKiB)
+	if m := r.Memory; m != nil {
+		over := m.PerStream() - h.PerStream()
+		if over >= 0 {
+			fmt.Fprintf(&b, "; Flexway adds %.1f KiB over it (its upstream connection, the in-process gRPC stream and the call's state)", over)
+		} else {
+			fmt.Fprintf(&b, "; Flexway used %.1f KiB less than it in this run, although it also holds an upstream connection, an in-process gRPC stream and the call's state", -over)
+		}
+	}
+	b.WriteString(".")
+	return b.String()
+}
+
+// writeChatRow writes one row of the non-streaming table: the pair, as
+// writePair does, then the relay's p50 and p99 with relay − direct.
+func writeChatRow(w func(string, ...any), name string, p pair, relay dist) {
+	r50, r99 := relayCells(relay, p.Direct)
+	if p.Direct.N == 0 || p.Flexway.N == 0 {
+		w("| %s | — | — | — | — | — | — | — | %s | %s |", name, r50, r99)
+		return
+	}
+	w("| %s | %d | %s | %s | **%s** | %s | %s | **%s** | %s | %s |", name, min(p.Direct.N, p.Flexway.N),
+		fmtDur(p.Direct.P50), fmtDur(p.Flexway.P50), fmtDur(p.AddedP50()),
+		fmtDur(p.Direct.P99), fmtDur(p.Flexway.P99), fmtDur(p.AddedP99()),
+		r50, r99)
+}
+
+// relayCells are the relay's p50 and p99 cells, each "relay (+relay −
+// direct)"; a dash when the relay was not measured, the relay's figure alone
+// when direct was not.
+func relayCells(relay, direct dist) (p50, p99 string) {
+	cell := func(r, d time.Duration) string {
+		switch {
+		case relay.N == 0:
+			return "—"
+		case direct.N == 0:
+			return fmtDur(r)
+		case r >= d:
+			return fmt.Sprintf("%s (+%s)", fmtDur(r), fmtDur(r-d))
+		}
+		return fmt.Sprintf("%s (%s)", fmtDur(r), fmtDur(r-d)) // fmtDur writes the minus sign
+	}
+	return cell(relay.P50, direct.P50), cell(relay.P99, direct.P99)
 }
 
 // writePair writes one table row of a pair; a pair not measured shows dashes.

@@ -122,6 +122,10 @@ type Options struct {
 // flushEvery bounds how long an accepted line waits before it is written.
 const flushEvery = 10 * time.Millisecond
 
+// maxEncodeBuffer is the largest encoding buffer run keeps for the next
+// batch: 1 MiB.
+const maxEncodeBuffer = 1 << 20
+
 // retryEvery is how often a batch that could not be written is retried.
 const retryEvery = time.Second
 
@@ -139,7 +143,10 @@ type Writer struct {
 	onFail    func(string)
 
 	mu      sync.Mutex
-	pending bytes.Buffer // accepted lines not yet written
+	queued  []*Line      // accepted lines not yet encoded
+	pending bytes.Buffer // encoded lines not yet written
+	spare   []*Line      // run's: the last batch's slice, reused for queued
+	enc     []byte       // run's: the encoding buffer
 	failed  error        // the last write's error, nil when healthy
 	closed  bool
 	wake    chan struct{}
@@ -238,21 +245,20 @@ func (w *Writer) Healthy() error {
 	return nil
 }
 
-// Write queues l; it is written within flushEvery. It fails, wrapping
-// [ErrUnavailable], after Close; while writes fail the line is still
-// accepted and kept (a call already served must be audited).
+// Write queues l; it is encoded and written, off the caller's path, within
+// flushEvery. l must not be changed afterwards. It fails, wrapping
+// [ErrUnavailable], after Close, and with encoding/json's error for a line
+// JSON cannot hold (a NaN duration, a year past 9999); while writes fail
+// the line is still accepted and kept (a call already served must be
+// audited).
 func (w *Writer) Write(l *Line) error {
-	bp := lineBufs.Get().(*[]byte)
-	defer putLineBuf(bp)
-	b := appendLine((*bp)[:0], l)
-	if len(b) == 0 {
-		// Not encodable (a time or duration JSON cannot hold): the error
-		// is encoding/json's.
+	if l == nil {
+		return errors.New("audit: nil line")
+	}
+	if !encodable(l) {
 		_, err := marshalLine(l)
 		return err
 	}
-	b = append(b, '\n')
-	*bp = b
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
@@ -261,8 +267,8 @@ func (w *Writer) Write(l *Line) error {
 	// Only the first line after a flush wakes the writer: the lines that
 	// follow within flushEvery join its batch, and run looks again after
 	// each write, so a busy gateway wakes it once per batch, not per call.
-	first := w.pending.Len() == 0
-	w.pending.Write(b)
+	first := len(w.queued) == 0
+	w.queued = append(w.queued, l)
 	w.mu.Unlock()
 	if first {
 		select {
@@ -271,21 +277,6 @@ func (w *Writer) Write(l *Line) error {
 		}
 	}
 	return nil
-}
-
-// lineBufs holds *[]byte scratch buffers in which [Writer.Write] encodes
-// a line before queueing it, outside the lock.
-var lineBufs = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
-
-// maxLineBuf is the largest scratch buffer put back in lineBufs; one grown
-// by an outsized line is left to the collector.
-const maxLineBuf = 64 << 10
-
-// putLineBuf returns a scratch buffer to lineBufs.
-func putLineBuf(bp *[]byte) {
-	if cap(*bp) <= maxLineBuf {
-		lineBufs.Put(bp)
-	}
 }
 
 // run writes pending lines in batches until Close.
@@ -306,7 +297,7 @@ func (w *Writer) run() {
 			return
 		}
 		w.mu.Lock()
-		more := w.pending.Len() > 0 // queued while the batch was written: no wake came
+		more := len(w.queued) > 0 // queued while the batch was written: no wake came
 		w.mu.Unlock()
 		if !more {
 			<-w.wake
@@ -317,8 +308,28 @@ func (w *Writer) run() {
 	}
 }
 
-// flush writes every pending line in one write; it reports success.
+// flush encodes the queued lines and writes every pending line in one
+// write; it reports success. Only run calls it.
 func (w *Writer) flush() bool {
+	w.mu.Lock()
+	lines := w.queued
+	w.queued = w.spare[:0]
+	w.mu.Unlock()
+	if len(lines) > 0 {
+		buf := w.enc[:0]
+		for _, l := range lines {
+			buf = appendLine(buf, l)
+			buf = append(buf, '\n')
+		}
+		clear(lines) // the lines are the collector's again
+		w.spare = lines
+		w.mu.Lock()
+		w.pending.Write(buf)
+		w.mu.Unlock()
+		if cap(buf) <= maxEncodeBuffer {
+			w.enc = buf
+		}
+	}
 	w.mu.Lock()
 	if w.pending.Len() == 0 {
 		w.mu.Unlock()
@@ -416,7 +427,7 @@ func (w *Writer) Close() error {
 	}
 	<-w.done
 	w.mu.Lock()
-	left := w.pending.Len()
+	left := w.pending.Len() // run's last flush encoded every queued line
 	w.mu.Unlock()
 	var err error
 	if left > 0 {

@@ -103,6 +103,20 @@ func marshalLine(l *Line) ([]byte, error) {
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
+// encodable reports whether appendLine can encode l: a finite DurationMS,
+// and a Time with a year in [0,9999] and a zone offset under 24 hours (the
+// checks of time.Time.MarshalJSON).
+func encodable(l *Line) bool {
+	if math.IsNaN(l.DurationMS) || math.IsInf(l.DurationMS, 0) {
+		return false
+	}
+	if y := l.Time.Year(); y < 0 || y > 9999 {
+		return false
+	}
+	_, off := l.Time.Zone()
+	return off > -24*3600 && off < 24*3600
+}
+
 // appendTime appends t quoted, as [time.Time.MarshalJSON] does (RFC 3339
 // with nanoseconds); it reports false where MarshalJSON fails, with the
 // same checks: a year outside [0,9999], a zone offset of 24h or more.

@@ -29,6 +29,9 @@ func checkLine(t *testing.T, l *Line) {
 	if !bytes.HasPrefix(got, []byte("prefix")) || !bytes.Equal(got[len("prefix"):], want) {
 		t.Fatalf("appendLine(%+v)\n got %s\nwant %s", l, got, want)
 	}
+	if !encodable(l) {
+		t.Fatalf("encodable(%+v) = false for a line encoding/json encodes", l)
+	}
 }
 
 // sampleLine is a typical line.
@@ -146,6 +149,9 @@ func TestAppendLineUnencodable(t *testing.T) {
 		if want == nil {
 			t.Fatalf("marshalLine(%+v) did not fail", l)
 		}
+		if encodable(l) {
+			t.Fatalf("encodable(%+v) = true", l)
+		}
 		if got := appendLine([]byte("prefix"), l); string(got) != "prefix" {
 			t.Fatalf("appendLine(%+v) = %q, want the buffer unchanged", l, got)
 		}
@@ -154,7 +160,7 @@ func TestAppendLineUnencodable(t *testing.T) {
 		}
 	}
 	w.mu.Lock()
-	n := w.pending.Len()
+	n := w.pending.Len() + len(w.queued)
 	w.mu.Unlock()
 	if n != 0 {
 		t.Fatalf("%d bytes queued by failed writes", n)

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
@@ -426,6 +427,17 @@ func BenchmarkRecordCall(b *testing.B) {
 	b.ResetTimer()
 	for b.Loop() {
 		m.RecordCall(ctx, c)
+	}
+}
+
+// BenchmarkObserveHTTP is the HTTP server metric's cost per request.
+func BenchmarkObserveHTTP(b *testing.B) {
+	m := newTest(b, Options{})
+	r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil)
+	m.ObserveHTTP(r, 200, time.Millisecond)
+	b.ReportAllocs()
+	for b.Loop() {
+		m.ObserveHTTP(r, 200, 1234*time.Microsecond)
 	}
 }
 
