@@ -59,7 +59,7 @@ func BenchmarkEmbeddedReserveCommit(b *testing.B) {
 }
 
 // BenchmarkEmbeddedReserveCommitFsync is the alternative not taken: an
-// fsync per group commit (bbolt's default).
+// fsync of the journal after every commit record.
 func BenchmarkEmbeddedReserveCommitFsync(b *testing.B) {
 	s, err := openEmbedded(filepath.Join(b.TempDir(), "ledger.db"), false)
 	if err != nil {

@@ -7,12 +7,16 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 )
 
 func TestEmbeddedPersistence(t *testing.T) {
@@ -235,4 +239,662 @@ func TestEmbeddedKill9(t *testing.T) {
 		sumDisk += got
 	}
 	t.Logf("killed after %d reported commits: %d tokens reported, %d in the file", total, sumDone, sumDisk)
+}
+
+// BenchmarkEmbeddedReserveCommitSerial measures one reserve+commit pair at
+// concurrency 1 (ns/op = one pair): the latency a single call pays.
+func BenchmarkEmbeddedReserveCommitSerial(b *testing.B) {
+	s, err := openEmbedded(filepath.Join(b.TempDir(), "ledger.db"), true)
+	if err != nil {
+		b.Fatal(err)
+	}
+	p := Policy{Default: Limits{TokensPerDay: i64(1 << 60), TokensPerMonth: i64(1 << 60), NanoEURPerMonth: i64(1 << 60)}}
+	l := New(p, s, Options{})
+	defer l.Close()
+	a := Account{Tenant: "tenant", Agent: "agent"}
+	for b.Loop() {
+		r, err := l.Reserve(ctx, a, Amount{Tokens: 1500, NanoEUR: 2_000_000})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := l.Commit(ctx, r, Amount{Tokens: 700, NanoEUR: 550_000}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// cline is a commit line of amount to bucket, with no reservation and an
+// expiry in the past (the bucket may be evicted as soon as nothing of it
+// is pending).
+func cline(bucket string, amount int64) line {
+	return line{bucket: bucket, limit: -1, amount: amount, held: -1, expireAt: 1}
+}
+
+// openManual opens a store without its background goroutine: the test
+// runs checkpoint and evict itself.
+func openManual(t *testing.T, path string, noSync bool) *embedded {
+	t.Helper()
+	s, err := openEmbeddedWith(path, noSync, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// commitSome commits n calls of two lines each (one of buckets b0-b2, and
+// b3) with amounts derived from seed, adding them to want.
+func commitSome(t *testing.T, s *embedded, want map[string]int64, n, seed int) {
+	t.Helper()
+	for i := range n {
+		a, b := int64((i*7+seed)%100+1), int64((i*13+seed)%1000+1)
+		ba := "b" + strconv.Itoa(i%3)
+		if err := s.commit(ctx, "", []line{cline(ba, a), cline("b3", b)}, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		want[ba] += a
+		want["b3"] += b
+	}
+}
+
+// checkSums checks the committed totals of want's buckets (and that b9,
+// never committed, is 0).
+func checkSums(t *testing.T, s *embedded, want map[string]int64) {
+	t.Helper()
+	ids := []string{"b0", "b1", "b2", "b3", "b9"}
+	bs, err := s.balances(ctx, ids, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, id := range ids {
+		if bs[i].committed != want[id] {
+			t.Errorf("%s: committed %d, want %d", id, bs[i].committed, want[id])
+		}
+	}
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// crashCopy copies the bbolt file and the journal files of the open store s
+// to a new directory: what a kill -9 leaves (everything written is in the
+// page cache). It returns the copy's bbolt path.
+func crashCopy(t *testing.T, s *embedded) string {
+	t.Helper()
+	s.cpMu.Lock() // no checkpoint halfway
+	defer s.cpMu.Unlock()
+	dst := filepath.Join(t.TempDir(), "ledger.db")
+	copyFile(t, s.path, dst)
+	ks, err := journalFiles(s.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range ks {
+		copyFile(t, journalName(s.path, k), journalName(dst, k))
+	}
+	return dst
+}
+
+func listJournals(t *testing.T, path string) []uint64 {
+	t.Helper()
+	ks, err := journalFiles(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ks
+}
+
+func TestEmbeddedCrashRecovery(t *testing.T) {
+	for _, noSync := range []bool{true, false} {
+		t.Run(fmt.Sprintf("noSync=%v", noSync), func(t *testing.T) {
+			t.Run("before any checkpoint", func(t *testing.T) {
+				s := openManual(t, filepath.Join(t.TempDir(), "ledger.db"), noSync)
+				want := map[string]int64{}
+				commitSome(t, s, want, 50, 1)
+				cp := crashCopy(t, s)
+				if ks := listJournals(t, cp); len(ks) != 1 {
+					t.Fatalf("journal files: %v, want one", ks)
+				}
+				s2 := openManual(t, cp, noSync)
+				checkSums(t, s2, want)
+				if ks := listJournals(t, cp); len(ks) != 1 || ks[0] != s.jk+1 {
+					t.Errorf("journal files after recovery: %v, want only %d", ks, s.jk+1)
+				}
+				checkSums(t, s, want) // the original is unaffected
+			})
+			t.Run("after a checkpoint", func(t *testing.T) {
+				s := openManual(t, filepath.Join(t.TempDir(), "ledger.db"), noSync)
+				want := map[string]int64{}
+				commitSome(t, s, want, 40, 2)
+				if err := s.checkpoint(false); err != nil {
+					t.Fatal(err)
+				}
+				if ks := listJournals(t, s.path); len(ks) != 1 || ks[0] != s.jk {
+					t.Errorf("journal files after a checkpoint: %v, want only the current %d", ks, s.jk)
+				}
+				commitSome(t, s, want, 30, 3)
+				s2 := openManual(t, crashCopy(t, s), noSync)
+				checkSums(t, s2, want)
+			})
+		})
+	}
+	t.Run("torn tail", func(t *testing.T) {
+		s := openManual(t, filepath.Join(t.TempDir(), "ledger.db"), true)
+		want := map[string]int64{}
+		commitSome(t, s, want, 20, 4)
+		if err := s.checkpoint(false); err != nil {
+			t.Fatal(err)
+		}
+		commitSome(t, s, want, 20, 5)
+		torn := appendRecord(nil, s.seq+1, []jdelta{{"b0", 1000}, {"b3", 1000}})
+		for _, tail := range [][]byte{torn[:len(torn)-3], torn[:2], []byte("garbage after the last record"), make([]byte, 100)} {
+			cp := crashCopy(t, s)
+			name := journalName(cp, s.jk)
+			st, err := os.Stat(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f, err := os.OpenFile(name, os.O_WRONLY|os.O_APPEND, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.Write(tail)
+			f.Close()
+			// The replay truncates the torn end away (before the open
+			// deletes the file).
+			scratch := map[string]int64{}
+			if _, err := (&embedded{path: cp}).replay(name, true, 0, 0, scratch); err != nil {
+				t.Fatalf("tail %q: %v", tail, err)
+			}
+			if st2, err := os.Stat(name); err != nil || st2.Size() != st.Size() {
+				t.Errorf("tail %q: journal size %v after the replay, want %d (%v)", tail, st2.Size(), st.Size(), err)
+			}
+			f, _ = os.OpenFile(name, os.O_WRONLY|os.O_APPEND, 0)
+			f.Write(tail)
+			f.Close()
+			s2 := openManual(t, cp, true)
+			checkSums(t, s2, want)
+			s2.Close()
+			if ks := listJournals(t, cp); len(ks) != 0 {
+				t.Errorf("journal files after Close: %v", ks)
+			}
+		}
+	})
+	t.Run("applied journal copied back", func(t *testing.T) {
+		// A crash between a checkpoint's bbolt update and its deletion
+		// of the journal: the journal's records must not count twice.
+		s := openManual(t, filepath.Join(t.TempDir(), "ledger.db"), true)
+		want := map[string]int64{}
+		commitSome(t, s, want, 30, 6)
+		applied := journalName(s.path, s.jk)
+		saved, err := os.ReadFile(applied)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.checkpoint(false); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(applied); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("applied journal not deleted: %v", err)
+		}
+		commitSome(t, s, want, 10, 7)
+		cp := crashCopy(t, s)
+		if err := os.WriteFile(filepath.Join(filepath.Dir(cp), filepath.Base(applied)), saved, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		s2 := openManual(t, cp, true)
+		checkSums(t, s2, want)
+		// And once more after the recovery itself (idempotent).
+		s2.Close()
+		s3 := openManual(t, cp, true)
+		checkSums(t, s3, want)
+	})
+	t.Run("crash between rotation and bbolt update", func(t *testing.T) {
+		// Two journal files, none applied: both are replayed in order.
+		dir, want := twoJournals(t)
+		s2 := openManual(t, filepath.Join(dir, "ledger.db"), true)
+		checkSums(t, s2, want)
+	})
+}
+
+// twoJournals leaves in a new directory what a crash during a checkpoint
+// leaves: the bbolt file as it was before, the journal file the checkpoint
+// rotated away from, and the new current one, both with records. It
+// returns the directory and the committed totals.
+func twoJournals(t *testing.T) (string, map[string]int64) {
+	t.Helper()
+	s := openManual(t, filepath.Join(t.TempDir(), "ledger.db"), true)
+	want := map[string]int64{}
+	commitSome(t, s, want, 25, 8)
+	cp := crashCopy(t, s) // the bbolt file and the first journal
+	if err := s.checkpoint(false); err != nil {
+		t.Fatal(err)
+	}
+	commitSome(t, s, want, 25, 9)
+	copyFile(t, journalName(s.path, s.jk), journalName(cp, s.jk))
+	if ks := listJournals(t, cp); len(ks) != 2 {
+		t.Fatalf("journal files: %v, want 2", ks)
+	}
+	return filepath.Dir(cp), want
+}
+
+func TestEmbeddedCorruptJournalRefused(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		spoil func(b []byte) []byte
+	}{
+		{"flipped byte", func(b []byte) []byte { b[len(b)/2] ^= 0x10; return b }},
+		{"torn end", func(b []byte) []byte { return b[:len(b)-2] }},
+		{"garbage after", func(b []byte) []byte { return append(b, 0, 0, 0, 0) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir, _ := twoJournals(t)
+			path := filepath.Join(dir, "ledger.db")
+			ks := listJournals(t, path)
+			first := journalName(path, ks[0])
+			b, err := os.ReadFile(first)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(first, c.spoil(b), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			s, err := openEmbedded(path, true)
+			if err == nil {
+				s.Close()
+				t.Fatal("opened with a corrupt journal file that is not the last")
+			}
+			if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), first) {
+				t.Errorf("error %q: want ErrUnavailable naming %s", err, first)
+			}
+			if got := listJournals(t, path); fmt.Sprint(got) != fmt.Sprint(ks) {
+				t.Errorf("journal files after the refusal: %v, want %v untouched", got, ks)
+			}
+		})
+	}
+	t.Run("records out of order", func(t *testing.T) {
+		dir, _ := twoJournals(t)
+		path := filepath.Join(dir, "ledger.db")
+		ks := listJournals(t, path)
+		copyFile(t, journalName(path, ks[0]), journalName(path, ks[1]+1)) // seqs go back
+		s, err := openEmbedded(path, true)
+		if err == nil {
+			s.Close()
+			t.Fatal("opened with journal records out of order")
+		}
+		if !errors.Is(err, ErrUnavailable) {
+			t.Errorf("error %q: want ErrUnavailable", err)
+		}
+	})
+}
+
+func TestEmbeddedCloseLeavesNoJournal(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	s := openManual(t, path, true)
+	want := map[string]int64{}
+	commitSome(t, s, want, 30, 10)
+	if err := s.checkpoint(false); err != nil {
+		t.Fatal(err)
+	}
+	commitSome(t, s, want, 30, 11)
+	lastK := s.jk
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if ks := listJournals(t, path); len(ks) != 0 {
+		t.Fatalf("journal files after Close: %v, want none", ks)
+	}
+	// The bbolt file alone holds every commit: a copy of it alone opens
+	// with the totals.
+	alone := filepath.Join(t.TempDir(), "ledger.db")
+	copyFile(t, path, alone)
+	checkSums(t, openManual(t, alone, true), want)
+
+	s2 := openManual(t, path, true)
+	checkSums(t, s2, want)
+	if ks := listJournals(t, path); len(ks) != 1 || ks[0] != lastK+1 || s2.jk != lastK+1 {
+		t.Errorf("journal files after reopening: %v (current %d), want only a fresh %d", ks, s2.jk, lastK+1)
+	}
+	if st, err := os.Stat(journalName(path, s2.jk)); err != nil || st.Size() != 0 {
+		t.Errorf("fresh journal: %v %v", st, err)
+	}
+	// Seqs go on from the bbolt file's.
+	if s2.seq != s.seq || s2.applied != s.seq {
+		t.Errorf("reopened at seq %d (applied %d), want %d", s2.seq, s2.applied, s.seq)
+	}
+	// An idle Close also leaves none.
+	if err := s2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if ks := listJournals(t, path); len(ks) != 0 {
+		t.Errorf("journal files after an idle Close: %v", ks)
+	}
+}
+
+func TestEmbeddedConcurrentCheckpoints(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	s, err := openEmbeddedWith(path, true, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const workers, perWorker = 64, 150
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	var checkpoints, ckptErrs atomic.Int64
+	var bg sync.WaitGroup
+	bg.Add(2)
+	go func() {
+		defer bg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if err := s.checkpoint(false); err != nil {
+				ckptErrs.Add(1)
+				t.Error(err)
+			}
+			checkpoints.Add(1)
+		}
+	}()
+	go func() { // during checkpoints too
+		defer bg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			s.evict(time.Now().Unix()) // every bucket is past its expiry
+			runtime.Gosched()
+		}
+	}()
+	var want [5]atomic.Int64
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range perWorker {
+				a, b := int64(w*perWorker+i)%97+1, int64(i%5)
+				lines := []line{cline("b"+strconv.Itoa(w%4), a), cline("b4", b)}
+				if err := s.commit(ctx, "", lines, time.Now()); err != nil {
+					t.Error(err)
+					return
+				}
+				want[w%4].Add(a)
+				want[4].Add(b)
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	bg.Wait()
+	ids := []string{"b0", "b1", "b2", "b3", "b4"}
+	check := func(s *embedded, when string) {
+		t.Helper()
+		bs, err := s.balances(ctx, ids, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, id := range ids {
+			if bs[i].committed != want[i].Load() {
+				t.Errorf("%s: %s committed %d, want %d", when, id, bs[i].committed, want[i].Load())
+			}
+		}
+	}
+	check(s, "before Close")
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d checkpoints during %d commits", checkpoints.Load(), workers*perWorker)
+	s2 := openManual(t, path, true)
+	check(s2, "after reopening")
+}
+
+func TestEmbeddedEvictKeepsPendingDeltas(t *testing.T) {
+	s := openManual(t, filepath.Join(t.TempDir(), "ledger.db"), true)
+	want := map[string]int64{}
+	commitSome(t, s, want, 10, 12) // buckets expired long ago
+	now := time.Now().Unix()
+	s.evict(now)
+	s.mu.Lock()
+	cached := len(s.buckets)
+	s.mu.Unlock()
+	if cached != 4 {
+		t.Errorf("%d buckets cached after evict, want the 4 with pending deltas", cached)
+	}
+	checkSums(t, s, want)
+	if err := s.checkpoint(false); err != nil {
+		t.Fatal(err)
+	}
+	s.evict(now)
+	s.mu.Lock()
+	cached = len(s.buckets)
+	s.mu.Unlock()
+	if cached != 0 {
+		t.Errorf("%d buckets cached after checkpoint and evict, want none", cached)
+	}
+	checkSums(t, s, want) // reloaded from the bbolt file
+	// A bucket with an unexpired reservation stays; one still in its
+	// period too.
+	if _, _, err := s.reserve(ctx, "r", []line{{bucket: "b0", limit: -1, amount: 5, expireAt: 1}}, time.Now(), time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.commit(ctx, "", []line{{bucket: "b8", limit: -1, amount: 3, held: -1, expireAt: now + 3600}}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.checkpoint(false); err != nil {
+		t.Fatal(err)
+	}
+	s.evict(now)
+	s.mu.Lock()
+	_, r := s.buckets["b0"]
+	_, p := s.buckets["b8"]
+	s.mu.Unlock()
+	if !r || !p {
+		t.Errorf("evicted a bucket holding a reservation (%v) or not expired (%v)", !r, !p)
+	}
+}
+
+// faultyJournal makes the journal's writes and truncations fail on demand.
+type faultyJournal struct {
+	*os.File
+	short     atomic.Int64 // >= 0: the next Write writes that many bytes, then fails
+	truncFail atomic.Bool
+}
+
+func (f *faultyJournal) Write(b []byte) (int, error) {
+	if n := f.short.Swap(-1); n >= 0 {
+		m, _ := f.File.Write(b[:min(int(n), len(b))])
+		return m, errors.New("injected write failure")
+	}
+	return f.File.Write(b)
+}
+
+func (f *faultyJournal) Truncate(size int64) error {
+	if f.truncFail.Load() {
+		return errors.New("injected truncate failure")
+	}
+	return f.File.Truncate(size)
+}
+
+func injectFaults(s *embedded) *faultyJournal {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fj := &faultyJournal{File: s.jf.(*os.File)}
+	fj.short.Store(-1)
+	s.jf = fj
+	return fj
+}
+
+func journalSize(t *testing.T, s *embedded) int64 {
+	t.Helper()
+	st, err := os.Stat(journalName(s.path, s.jk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Size()
+}
+
+func TestEmbeddedJournalWriteFailure(t *testing.T) {
+	t.Run("short write truncated", func(t *testing.T) {
+		s := openManual(t, filepath.Join(t.TempDir(), "ledger.db"), true)
+		want := map[string]int64{}
+		commitSome(t, s, want, 5, 13)
+		fj := injectFaults(s)
+		for _, n := range []int64{0, 1, 7} {
+			size := journalSize(t, s)
+			if _, _, err := s.reserve(ctx, "r", []line{{bucket: "b0", limit: -1, amount: 50, expireAt: 1}}, time.Now(), time.Now().Add(time.Hour)); err != nil {
+				t.Fatal(err)
+			}
+			fj.short.Store(n)
+			err := s.commit(ctx, "r", []line{{bucket: "b0", limit: -1, amount: 40, held: 50, expireAt: 1}, cline("b3", 9)}, time.Now())
+			if !errors.Is(err, ErrUnavailable) {
+				t.Fatalf("commit with a failing write (%d bytes): %v", n, err)
+			}
+			if got := journalSize(t, s); got != size {
+				t.Errorf("journal %d bytes after a failed write of %d, want %d", got, n, size)
+			}
+			checkSums(t, s, want) // nothing committed
+			bs, _ := s.balances(ctx, []string{"b0"}, time.Now())
+			if bs[0].reserved != 50 {
+				t.Errorf("reservation after the failed commit: %d, want still 50", bs[0].reserved)
+			}
+			if err := s.commit(ctx, "r", []line{{bucket: "b0", limit: -1, amount: 40, held: 50, expireAt: 1}, cline("b3", 9)}, time.Now()); err != nil {
+				t.Fatalf("retry: %v", err)
+			}
+			want["b0"] += 40
+			want["b3"] += 9
+		}
+		checkSums(t, s, want)
+		checkSums(t, openManual(t, crashCopy(t, s), true), want)
+	})
+	t.Run("truncate fails too", func(t *testing.T) {
+		s := openManual(t, filepath.Join(t.TempDir(), "ledger.db"), true)
+		want := map[string]int64{}
+		commitSome(t, s, want, 5, 14)
+		fj := injectFaults(s)
+		fj.truncFail.Store(true)
+		fj.short.Store(5)
+		if err := s.commit(ctx, "", []line{cline("b1", 1000)}, time.Now()); !errors.Is(err, ErrUnavailable) {
+			t.Fatalf("commit with a failing write: %v", err)
+		}
+		// The partial record stays: further commits are refused.
+		if err := s.commit(ctx, "", []line{cline("b1", 1000)}, time.Now()); !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "refused") {
+			t.Fatalf("commit on a broken journal: %v", err)
+		}
+		checkSums(t, s, want)
+		// A crash now: the partial record is the torn end of the last file.
+		checkSums(t, openManual(t, crashCopy(t, s), true), want)
+		// A checkpoint that cannot repair it applies the rest but does not
+		// start a new file after the broken one.
+		k := s.jk
+		if err := s.checkpoint(false); err == nil {
+			t.Error("checkpoint repaired the journal though truncation fails")
+		}
+		if s.jk != k || s.applied != s.seq {
+			t.Errorf("after the checkpoint: journal %d (was %d), applied %d of %d", s.jk, k, s.applied, s.seq)
+		}
+		checkSums(t, openManual(t, crashCopy(t, s), true), want)
+		// Once truncation works, the next checkpoint repairs it.
+		fj.truncFail.Store(false)
+		if err := s.checkpoint(false); err != nil {
+			t.Fatal(err)
+		}
+		commitSome(t, s, want, 5, 15)
+		checkSums(t, s, want)
+		checkSums(t, openManual(t, crashCopy(t, s), true), want)
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		checkSums(t, openManual(t, s.path, true), want)
+	})
+}
+
+// failBolt makes s's bbolt writes fail (a closed database in its place)
+// and returns a function putting the real one back.
+func failBolt(t *testing.T, s *embedded) (restore func()) {
+	t.Helper()
+	closed, err := bolt.Open(filepath.Join(t.TempDir(), "closed.db"), 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed.Close()
+	real := s.db
+	s.cpMu.Lock()
+	s.db = closed
+	s.cpMu.Unlock()
+	return func() {
+		s.cpMu.Lock()
+		s.db = real
+		s.cpMu.Unlock()
+	}
+}
+
+func TestEmbeddedCheckpointFailure(t *testing.T) {
+	t.Run("retried", func(t *testing.T) {
+		s := openManual(t, filepath.Join(t.TempDir(), "ledger.db"), true)
+		want := map[string]int64{}
+		commitSome(t, s, want, 20, 16)
+		first := s.jk
+		restore := failBolt(t, s)
+		if err := s.checkpoint(false); !errors.Is(err, ErrUnavailable) {
+			t.Fatalf("checkpoint with bbolt failing: %v", err)
+		}
+		// The deltas are pending again, the journal kept; the next
+		// checkpoint does not start yet another file.
+		if s.applied != 0 || len(s.pending) != 4 || fmt.Sprint(s.old) != fmt.Sprint([]uint64{first}) {
+			t.Errorf("after the failure: applied %d, pending %v, old %v", s.applied, s.pending, s.old)
+		}
+		commitSome(t, s, want, 10, 17)
+		second := s.jk
+		if err := s.checkpoint(false); err == nil {
+			t.Fatal("checkpoint with bbolt failing succeeded")
+		}
+		if s.jk != second {
+			t.Errorf("a failing checkpoint after a failed one started journal %d", s.jk)
+		}
+		s.evict(time.Now().Unix()) // nothing is in bbolt: nothing may go
+		checkSums(t, openManual(t, crashCopy(t, s), true), want)
+		restore()
+		checkSums(t, s, want)
+		commitSome(t, s, want, 10, 18)
+		if err := s.checkpoint(false); err != nil {
+			t.Fatal(err)
+		}
+		if ks := listJournals(t, s.path); fmt.Sprint(ks) != fmt.Sprint([]uint64{s.jk}) || s.applied != s.seq || len(s.pending) != 0 {
+			t.Errorf("after the retry: journals %v (current %d), applied %d of %d, pending %v", ks, s.jk, s.applied, s.seq, s.pending)
+		}
+		s.evict(time.Now().Unix())
+		checkSums(t, s, want)
+		checkSums(t, openManual(t, crashCopy(t, s), true), want)
+	})
+	t.Run("at Close", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "ledger.db")
+		s, err := openEmbeddedWith(path, true, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]int64{}
+		commitSome(t, s, want, 20, 19)
+		real := s.db
+		failBolt(t, s)
+		if err := s.Close(); !errors.Is(err, ErrUnavailable) {
+			t.Fatalf("Close with bbolt failing: %v", err)
+		}
+		real.Close()
+		if ks := listJournals(t, path); len(ks) != 1 {
+			t.Fatalf("journal files after a failed Close: %v, want the one kept", ks)
+		}
+		checkSums(t, openManual(t, path, true), want)
+	})
 }

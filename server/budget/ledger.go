@@ -410,9 +410,10 @@ func (l *Ledger) Reserve(ctx context.Context, a Account, amt Amount) (*Reservati
 // succeeded, later ones return nil and change nothing. Errors wrap
 // [ErrUnavailable]; the commit may then be retried (with Redis, a retry
 // after a lost reply is recognised for a minute and not applied twice).
-// When Commit returns nil the usage is stored: written to the embedded file
-// (it survives kill -9) or applied by Redis. ctx's cancellation is ignored
-// (a client that disconnected is still charged); its values are kept.
+// When Commit returns nil the usage is stored: appended to the embedded
+// ledger's journal (it survives kill -9) or applied by Redis. ctx's
+// cancellation is ignored (a client that disconnected is still charged);
+// its values are kept.
 func (l *Ledger) Commit(ctx context.Context, r *Reservation, actual Amount) error {
 	if r == nil {
 		return nil
