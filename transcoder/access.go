@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"time"
 )
 
@@ -49,6 +50,12 @@ func withAccess(log *slog.Logger, bodyTimeout time.Duration, observe func(*http.
 			rec.status = http.StatusOK
 		}
 		took := time.Since(start)
+		if rec.complete() {
+			// The whole answer is in the buffer (its Content-Length is
+			// written): send it before logging and measuring, which the
+			// caller need not wait for.
+			rec.Flush()
+		}
 		if observe != nil {
 			observe(r, rec.status, took)
 		}
@@ -137,6 +144,14 @@ func (r *recorder) Write(p []byte) (int, error) {
 	n, err := r.ResponseWriter.Write(p)
 	r.bytes += int64(n)
 	return n, err
+}
+
+// complete reports whether the answer declared a Content-Length and wrote
+// that many bytes: nothing more will be written, so flushing it now sends
+// it as net/http would at the handler's return.
+func (r *recorder) complete() bool {
+	cl := r.ResponseWriter.Header().Get("Content-Length")
+	return cl != "" && cl == strconv.FormatInt(r.bytes, 10)
 }
 
 // Flush implements http.Flusher.

@@ -68,13 +68,27 @@ func writeOpenAIError(w http.ResponseWriter, fe *faults.Error) {
 			ct = "application/json"
 		}
 		h.Set("Content-Type", ct)
-		w.WriteHeader(fe.HTTPStatus())
-		_, _ = w.Write(fe.UpstreamBody)
+		writeBody(w, fe.HTTPStatus(), fe.UpstreamBody)
 		return
 	}
-	h.Set("Content-Type", "application/json")
-	w.WriteHeader(fe.HTTPStatus())
-	_, _ = w.Write(openaiErrorBody(fe))
+	writeJSONBody(w, fe.HTTPStatus(), openaiErrorBody(fe))
+}
+
+// writeJSONBody answers status with body as application/json; see
+// writeBody.
+func writeJSONBody(w http.ResponseWriter, status int, body []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	writeBody(w, status, body)
+}
+
+// writeBody answers status with the whole body, declaring its
+// Content-Length: the answer is not chunked, and it can leave in one write
+// as soon as the handler is done with it (withAccess flushes it before
+// logging the request).
+func writeBody(w http.ResponseWriter, status int, body []byte) {
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
 }
 
 // openaiErrorBody is the OpenAI envelope of fe, newline-terminated.

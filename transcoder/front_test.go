@@ -169,3 +169,31 @@ func TestStalledBodyOnRefusedRequest(t *testing.T) {
 		})
 	}
 }
+
+// TestAnswerSentBeforeLogging: a whole answer (one with a Content-Length)
+// reaches the caller before the request is measured and logged, which the
+// caller need not wait for: here the measuring blocks until the caller has
+// read the answer.
+func TestAnswerSentBeforeLogging(t *testing.T) {
+	release := make(chan struct{})
+	observed := make(chan int, 1)
+	srv := newFront(t, Options{Observe: func(_ *http.Request, status int, _ time.Duration) {
+		<-release
+		observed <- status
+	}})
+	client := &http.Client{Timeout: 5 * time.Second}
+	resp, err := client.Post(srv.URL+"/v1/chat/completions", "application/json", strings.NewReader(`{}`))
+	if err != nil {
+		close(release)
+		t.Fatalf("the answer did not arrive while the request was being measured: %v", err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	close(release)
+	if err != nil || resp.StatusCode != http.StatusUnauthorized || resp.ContentLength != int64(len(body)) || !strings.Contains(string(body), "invalid_api_key") {
+		t.Fatalf("status %d, Content-Length %d, %d bytes (%v): %s", resp.StatusCode, resp.ContentLength, len(body), err, body)
+	}
+	if got := <-observed; got != http.StatusUnauthorized {
+		t.Fatalf("observed status %d", got)
+	}
+}

@@ -304,9 +304,7 @@ func (f *front) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		f.fail(w, r, err)
 		return
 	}
-	w.Header().Set("Content-Type", "application/json")
-	out := openaiwire.AppendChatCompletion(make([]byte, 0, 1024), resp)
-	_, _ = w.Write(append(out, '\n'))
+	writeJSONBody(w, http.StatusOK, append(openaiwire.AppendChatCompletion(make([]byte, 0, 1024), resp), '\n'))
 }
 
 func (f *front) createEmbedding(w http.ResponseWriter, r *http.Request) {
@@ -334,8 +332,7 @@ func (f *front) createEmbedding(w http.ResponseWriter, r *http.Request) {
 		f.fail(w, r, err)
 		return
 	}
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(append(openaiwire.AppendEmbeddingResponse(nil, resp), '\n'))
+	writeJSONBody(w, http.StatusOK, append(openaiwire.AppendEmbeddingResponse(nil, resp), '\n'))
 }
 
 // modelList asks the core for the caller's models; on failure it has
@@ -364,8 +361,7 @@ func (f *front) retrieveModel(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("model")
 	for _, m := range resp.GetData() {
 		if m.GetId() == id {
-			w.Header().Set("Content-Type", "application/json")
-			_, _ = w.Write(append(openaiwire.AppendModel(nil, m), '\n'))
+			writeJSONBody(w, http.StatusOK, append(openaiwire.AppendModel(nil, m), '\n'))
 			return
 		}
 	}
@@ -377,8 +373,7 @@ func (f *front) retrieveModel(w http.ResponseWriter, r *http.Request) {
 // listModels answers GET /v1/models.
 func (f *front) listModels(w http.ResponseWriter, r *http.Request) {
 	if resp := f.modelList(w, r); resp != nil {
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write(append(openaiwire.AppendModelList(nil, resp), '\n'))
+		writeJSONBody(w, http.StatusOK, append(openaiwire.AppendModelList(nil, resp), '\n'))
 	}
 }
 
