@@ -1,6 +1,7 @@
 package telemetry
 
 import (
+	"context"
 	"net/http"
 	"time"
 
@@ -58,5 +59,5 @@ func (m *Metrics) ObserveHTTP(r *http.Request, status int, took time.Duration) {
 		)
 		opt, _ = m.httpSets.LoadOrStore(k, metric.WithAttributeSet(set))
 	}
-	m.httpDuration.Record(r.Context(), took.Seconds(), opt.(metric.RecordOption))
+	m.httpDuration.Record(context.Background(), took.Seconds(), opt.(metric.RecordOption)) // no exemplars: the request's context is not needed
 }

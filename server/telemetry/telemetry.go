@@ -17,6 +17,7 @@ import (
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	"go.opentelemetry.io/otel/metric"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/exemplar"
 	"go.opentelemetry.io/otel/sdk/resource"
 )
 
@@ -88,7 +89,9 @@ func New(o Options) (*Metrics, error) {
 		handler:    http.NotFoundHandler(),
 	}
 	res := resource.NewSchemaless(attribute.String("service.name", "flexway"))
-	opts := []sdkmetric.Option{sdkmetric.WithResource(res)}
+	// No exemplars: Prometheus's text format does not carry them, and
+	// offering every measurement to a reservoir is a cost on every call.
+	opts := []sdkmetric.Option{sdkmetric.WithResource(res), sdkmetric.WithExemplarFilter(exemplar.AlwaysOffFilter)}
 	if o.Prometheus {
 		reg := prometheus.NewRegistry()
 		exp, err := otelprom.New(
