@@ -229,6 +229,18 @@ func (s *embedded) openJournal(k uint64) (*os.File, error) {
 	return f, nil
 }
 
+// closeAndRemove closes and removes an unused, empty journal file.
+func closeAndRemove(f *os.File) error {
+	cerr := f.Close()
+	if err := os.Remove(f.Name()); err != nil {
+		return fmt.Errorf("removing an unused journal file: %w", err)
+	}
+	if cerr != nil {
+		return fmt.Errorf("closing an unused journal file: %w", cerr)
+	}
+	return nil
+}
+
 // applyCheckpoint adds deltas to the committed totals and records seq as
 // applied and k as the newest journal file, in tx.
 func applyCheckpoint(tx *bolt.Tx, deltas map[string]int64, seq, k uint64) error {
@@ -496,9 +508,22 @@ func (s *embedded) checkpoint(final bool) error {
 	s.mu.Lock()
 	jf := s.jf
 	idle := len(s.pending) == 0 && s.seq == s.applied && len(s.old) == 0 && s.jbroken == nil
+	switchTo := s.jk + 1 // s.jk changes only here, under cpMu
+	wantSwitch := !final && s.rotate && s.jbroken == nil && s.jsize > 0
 	s.mu.Unlock()
 	if jf == nil || idle && !final {
 		return nil
+	}
+	// The next journal file is created before the lock is taken: creating
+	// a file can wait on the filesystem's journal for milliseconds, and
+	// every commit waits on the lock.
+	var next *os.File
+	if wantSwitch {
+		f, err := s.openJournal(switchTo)
+		if err != nil {
+			errs = append(errs, err) // go on with the current file
+		}
+		next = f
 	}
 	s.mu.Lock()
 	if s.jbroken != nil {
@@ -514,20 +539,21 @@ func (s *embedded) checkpoint(final bool) error {
 	switch {
 	case final:
 		old, s.jf = s.jf, nil
-	case s.rotate && s.jbroken == nil && s.jsize > 0:
-		f, err := s.openJournal(s.jk + 1)
-		if err != nil {
-			errs = append(errs, err) // go on with the current file
-			break
-		}
+	case next != nil && s.jbroken == nil:
 		old = s.jf
-		s.jf, s.jk, s.jsize = f, s.jk+1, 0
+		s.jf, s.jk, s.jsize = next, switchTo, 0
+		next = nil
 	}
 	s.ckpt = taken
 	k := s.jk
 	write := len(taken) > 0 || seq != s.applied || old != nil
 	cur := s.jf
 	s.mu.Unlock()
+	if next != nil { // not switched to: the journal broke meanwhile
+		if err := closeAndRemove(next); err != nil {
+			errs = append(errs, err)
+		}
+	}
 
 	// The file this checkpoint stopped writing is complete: it is made
 	// durable before its records go to bbolt, so that an OS crash can tear
