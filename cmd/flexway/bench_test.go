@@ -83,7 +83,7 @@ func BenchmarkChatCompletionInProcess(b *testing.B) {
 // fake upstream is still loopback HTTP.
 //
 // budget=off builds the gateway without a ledger (metrics are always on);
-// budget=embedded,audit adds the audit log; budget=embedded meters
+// budget=embedded,audit adds the audit log, to a file; budget=embedded meters
 // every call against caps in force (tokens per day and euros per month, for
 // the tenant) in the embedded ledger, and budget=redis in the Redis ledger
 // at FLEXWAY_TEST_REDIS_URL (database 3; skipped without it): their
@@ -115,7 +115,11 @@ func BenchmarkChatCompletionHandler(b *testing.B) {
 				}
 				budget = redisBudget(url, 1_000_000_000_000)
 			}
-			gw := benchGateway(b, budgetConfig(b, up.URL, up.URL, budget), bc.ledger, bc.audit)
+			text := budgetConfig(b, up.URL, up.URL, budget)
+			if bc.audit {
+				text += "audit:\n  path: " + filepath.Join(b.TempDir(), "audit.jsonl") + "\n"
+			}
+			gw := benchGateway(b, text, bc.ledger, bc.audit)
 
 			b.ReportAllocs()
 			took := make([]time.Duration, 0, 1<<16)
