@@ -36,7 +36,7 @@ func openLedger(ctx context.Context, cfg *config.Config, warn func(string)) (*bu
 			}
 		}
 	default:
-		store, err = budget.OpenEmbedded(s.Path)
+		store, err = budget.OpenEmbeddedWithOptions(s.Path, budget.EmbeddedOptions{Warn: warn})
 	}
 	if err != nil {
 		return nil, fmt.Errorf("ai.budget.store: %w", err)

@@ -336,10 +336,18 @@ func (m *Meter) settle(ctx context.Context, st *call.State, res *ledger.Reservat
 	o.CostNanoEUR = actual.NanoEUR
 	st.SetOutcome(o) // the audit line reads what was charged
 	if err := m.cfg.Ledger.Commit(ctx, res, actual); err != nil {
-		m.log.ErrorContext(ctx, "served call not committed to the budget ledger",
+		m.log.ErrorContext(ctx, commitFailure(err),
 			"request_id", st.RequestID, "tenant", st.Tenant, "agent", st.Agent, "backend", o.Backend,
 			"tokens", actual.Tokens, "nano_eur", actual.NanoEUR, "error", err.Error())
 	}
+}
+
+// commitFailure is the log message of a served call whose Commit failed.
+func commitFailure(err error) string {
+	if errors.Is(err, ledger.ErrNotDurable) {
+		return "served call counted in memory only: the budget ledger cannot write to disk; metered calls are refused until it can"
+	}
+	return "served call not committed to the budget ledger"
 }
 
 // refusal turns a ledger state or error into the call's error: nil when

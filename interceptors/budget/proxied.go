@@ -136,7 +136,7 @@ func (m *Meter) meterProxied(srv any, ss grpc.ServerStream, st *call.State, p Pr
 	o.CostNanoEUR = cost
 	st.SetOutcome(o) // the audit line reads what was charged
 	if err := m.cfg.Ledger.Commit(ctx, res, ledger.Amount{NanoEUR: cost}); err != nil {
-		m.log.ErrorContext(ctx, "served call not committed to the budget ledger",
+		m.log.ErrorContext(ctx, commitFailure(err),
 			"request_id", st.RequestID, "tenant", st.Tenant, "agent", st.Agent, "backend", o.Backend,
 			"nano_eur", cost, "error", err.Error())
 	}

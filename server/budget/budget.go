@@ -161,6 +161,14 @@ type Options struct {
 // serve them unmetered. Messages never contain a Redis password.
 var ErrUnavailable = errors.New("budget ledger unavailable")
 
+// ErrNotDurable is wrapped (together with [ErrUnavailable]) by
+// [Ledger.Commit] when the embedded ledger counted the usage in memory but
+// could not write it to disk (a full or unwritable disk). The process keeps
+// it and writes it at the next checkpoint that can write; a crash before
+// then loses it. The reservation is settled: retrying the Commit changes
+// nothing. Until the ledger can write again, new metered calls are refused.
+var ErrNotDurable = errors.New("usage counted in memory, not yet written to disk")
+
 // ErrNoMarker is wrapped (together with [ErrUnavailable]) when a Redis
 // ledger has no marker key: the Redis is new and was never initialised with
 // [InitRedis], or it lost its data. Metered calls must be refused until the

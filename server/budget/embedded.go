@@ -6,9 +6,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -72,24 +74,38 @@ func OpenEmbedded(path string) (Store, error) {
 	return openEmbedded(path, true)
 }
 
+// EmbeddedOptions are the options of [OpenEmbeddedWithOptions].
+type EmbeddedOptions struct {
+	// Warn, when set, is told (in a sentence, from a background goroutine)
+	// when a checkpoint starts failing — commits then stay in the journal,
+	// which grows, until one succeeds — and when one succeeds again, and
+	// at open when a torn record at the end of the journal was dropped.
+	Warn func(msg string)
+}
+
+// OpenEmbeddedWithOptions is [OpenEmbedded] with options.
+func OpenEmbeddedWithOptions(path string, o EmbeddedOptions) (Store, error) {
+	s, err := openEmbeddedWith(path, true, true, o.Warn)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
 // openEmbedded opens the store; noSync false fsyncs the journal after every
 // record, inside commit (the alternative not taken, for the benchmark).
 func openEmbedded(path string, noSync bool) (*embedded, error) {
-	return openEmbeddedWith(path, noSync, true)
+	return openEmbeddedWith(path, noSync, true, nil)
 }
 
 // openEmbeddedWith opens the store, starting the goroutine that checkpoints
 // every second and evicts every minute only when background is true (tests
 // call checkpoint and evict themselves).
-func openEmbeddedWith(path string, noSync, background bool) (*embedded, error) {
+func openEmbeddedWith(path string, noSync, background bool, warn func(string)) (*embedded, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 		return nil, fmt.Errorf("%w: cannot create the directory of the embedded ledger %s: %w", ErrUnavailable, path, err)
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{
-		Timeout:        embeddedLockWait,
-		NoFreelistSync: true,
-		FreelistType:   bolt.FreelistMapType,
-	})
+	db, err := openBolt(path)
 	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("%w: the embedded ledger %s is locked by another process (is another flexway running on it?)", ErrUnavailable, path)
 	}
@@ -100,21 +116,92 @@ func openEmbeddedWith(path string, noSync, background bool) (*embedded, error) {
 		path:    path,
 		db:      db,
 		noSync:  noSync,
+		warn:    warn,
 		buckets: make(map[string]*ebucket),
 		res:     make(map[string]*eres),
 		pending: make(map[string]int64),
 		rotate:  true,
 		stop:    make(chan struct{}),
 	}
-	if err := s.recover(); err != nil {
+	if err := guard(s.recover); err != nil {
 		db.Close()
-		return nil, err
+		return nil, s.unusable("%v", err)
 	}
 	if background {
 		s.bg.Add(1)
 		go s.maintain()
 	}
 	return s, nil
+}
+
+// openBolt opens the bbolt file. A damaged file can make bbolt panic:
+// that is turned into an error; a truncated one, which would fault on its
+// memory map in a goroutine of bbolt's own, is refused first (checkLength).
+func openBolt(path string) (db *bolt.DB, err error) {
+	if err := checkLength(path); err != nil {
+		return nil, err
+	}
+	err = guard(func() error {
+		db, err = bolt.Open(path, 0o600, &bolt.Options{
+			Timeout:        embeddedLockWait,
+			NoFreelistSync: true,
+			FreelistType:   bolt.FreelistMapType,
+		})
+		return err
+	})
+	return db, err
+}
+
+// checkLength refuses a bbolt file shorter than its meta pages say it is
+// (the high-water page id times the page size, bbolt's file format: magic at
+// byte 16 of each meta page, page size at 24, high-water page id at 56). A
+// missing or new file passes.
+func checkLength(path string) error {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	// meta reads the meta page at off: its page size and the bytes its
+	// pages need; ok false when it is not a meta page.
+	meta := func(off int64) (pageSize, need uint64, ok bool) {
+		var hdr [64]byte
+		if n, _ := f.ReadAt(hdr[:], off); n < len(hdr) || binary.LittleEndian.Uint32(hdr[16:]) != 0xED0CDAED {
+			return 0, 0, false
+		}
+		pageSize = uint64(binary.LittleEndian.Uint32(hdr[24:]))
+		return pageSize, binary.LittleEndian.Uint64(hdr[56:]) * pageSize, true
+	}
+	pageSize, need, ok := meta(0)
+	if !ok || pageSize == 0 || pageSize > 1<<20 {
+		return nil // bbolt says what is wrong
+	}
+	if _, n, ok := meta(int64(pageSize)); ok {
+		need = max(need, n)
+	}
+	if need > uint64(st.Size()) {
+		return fmt.Errorf("the ledger file is truncated (%d bytes, its pages need %d): restore it from a copy", st.Size(), need)
+	}
+	return nil
+}
+
+// guard runs f, turning a panic or a memory fault (a damaged bbolt file)
+// into an error saying the file is damaged.
+func guard(f func() error) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("the ledger file is damaged (%v): restore it from a copy", r)
+		}
+	}()
+	return f()
 }
 
 // recover replays the journal files into the bbolt file (the records it
@@ -185,6 +272,13 @@ func (s *embedded) replay(name string, lastFile bool, applied, after uint64, del
 		if rec.seq <= after {
 			return 0, s.unusable("journal %s: record %d follows record %d", name, rec.seq, after)
 		}
+		// Records are numbered without gaps, and the ledger file holds every
+		// record before the journal's first: a gap means lost records (a
+		// ledger file restored from an older copy, a journal file removed).
+		if after != 0 && rec.seq != after+1 || after == 0 && rec.seq > applied+1 {
+			prev := max(after, applied)
+			return 0, s.unusable("journal %s: record %d follows record %d: the records in between are missing (was the ledger file restored from an older copy, or a journal file removed?); restore them, or remove the journal files to accept the loss", name, rec.seq, prev)
+		}
 		after = rec.seq
 		if rec.seq <= applied {
 			continue // already in the bbolt file: a crash before its journal was deleted
@@ -203,8 +297,24 @@ func (s *embedded) replay(name string, lastFile bool, applied, after uint64, del
 	if !lastFile {
 		return 0, s.unusable("the journal %s is corrupt at offset %d (not the last journal file, so not a torn write)", name, good)
 	}
+	// A torn end is garbage to the end of the file; a good record after
+	// the bad bytes means they are corruption, and dropping the records
+	// after them would lose usage.
+	if _, err := f.Seek(good+1, io.SeekStart); err != nil {
+		return 0, s.unusable("cannot read the journal %s: %v", name, err)
+	}
+	rest, err := io.ReadAll(io.LimitReader(f, 8<<20))
+	if err != nil {
+		return 0, s.unusable("cannot read the journal %s: %v", name, err)
+	}
+	if recordAfter(rest, after) {
+		return 0, s.unusable("the journal %s is corrupt at offset %d: good records follow the bad bytes, so they are not a torn write; restore the file, or truncate it at that offset to drop every record after it", name, good)
+	}
 	if err := f.Truncate(good); err != nil {
 		return 0, s.unusable("cannot truncate the torn end of the journal %s: %v", name, err)
+	}
+	if s.warn != nil {
+		s.warn(fmt.Sprintf("dropped the torn end of the journal %s at offset %d (a record cut by a crash)", name, good))
 	}
 	if err := f.Sync(); err != nil {
 		return 0, s.unusable("cannot truncate the torn end of the journal %s: %v", name, err)
@@ -283,6 +393,13 @@ func getUint64(b *bolt.Bucket, key []byte) uint64 {
 // the bbolt file only when not cached, and evicted only when no delta of
 // it is in pending or ckpt, so the file then holds its whole total.
 //
+// When a journal write fails (a full or unwritable disk), the commit's
+// usage is still counted in the cache and in pending, so the process keeps
+// it and the next checkpoint that can write puts it in the bbolt file; the
+// commit returns ErrNotDurable. From then until such a checkpoint, new
+// reservations and ping are refused (ErrUnavailable): no call is served
+// that could not be recorded, and /readyz says so.
+//
 // A write to the journal that fails after writing part of a record is
 // undone by truncating the file back to jsize. When even that fails the
 // journal is broken: commits are refused until a checkpoint manages the
@@ -293,6 +410,7 @@ type embedded struct {
 	path   string
 	db     *bolt.DB
 	noSync bool // false: fsync the journal after every record
+	warn   func(string)
 
 	mu      sync.Mutex
 	closed  bool
@@ -303,6 +421,7 @@ type embedded struct {
 	jk      uint64           // its number
 	jsize   int64            // its size: the end of its last record
 	jbroken error            // a partial record could not be truncated away
+	wfail   error            // a journal write failed: see failure
 	seq     uint64           // seq of the last record written
 	applied uint64           // seq of the last record in the bbolt file
 	pending map[string]int64 // journaled deltas not yet in the bbolt file
@@ -319,6 +438,8 @@ type embedded struct {
 	closeOnce sync.Once
 	closeErr  error
 	ckptErr   atomic.Pointer[error] // a background checkpoint's failure, reported by Close
+	failing   bool                  // the last background checkpoint failed; maintain's only
+	failed    atomic.Pointer[error] // failure(), readable without mu (writable)
 }
 
 type ebucket struct {
@@ -340,6 +461,45 @@ type eline struct {
 
 func (s *embedded) unusable(format string, args ...any) error {
 	return fmt.Errorf("%w: embedded ledger %s: %s", ErrUnavailable, s.path, fmt.Sprintf(format, args...))
+}
+
+// failure is why the journal cannot take records now, nil when it can.
+// Called with mu held; setFailed publishes it for writable.
+func (s *embedded) failure() error {
+	if s.jbroken != nil {
+		return s.jbroken
+	}
+	return s.wfail
+}
+
+// setFailed records a failed journal write (nil: the ledger can write
+// again). Called with mu held.
+func (s *embedded) setFailed(err error) {
+	s.wfail = err
+	s.publishFailure()
+}
+
+// publishFailure makes failure() visible to writable. Called with mu held.
+func (s *embedded) publishFailure() {
+	if err := s.failure(); err != nil {
+		s.failed.Store(&err)
+	} else {
+		s.failed.Store(nil)
+	}
+}
+
+// refusing is the error for a reservation while the journal cannot be
+// written.
+func (s *embedded) refusing(err error) error {
+	return s.unusable("it cannot be written (%v): metered calls are refused until it can", err)
+}
+
+// writable implements Store.
+func (s *embedded) writable() error {
+	if p := s.failed.Load(); p != nil {
+		return s.refusing(*p)
+	}
+	return nil
 }
 
 // bucket returns the cached bucket, loading it from the file. Called with
@@ -389,6 +549,9 @@ func (s *embedded) reserve(_ context.Context, id string, lines []line, now, dead
 	if s.closed {
 		return 0, 0, s.unusable("closed")
 	}
+	if err := s.failure(); err != nil {
+		return 0, 0, s.refusing(err)
+	}
 	s.sweep(now)
 	r := &eres{id: id, deadline: deadline.UnixNano(), lines: make([]eline, len(lines))}
 	for i, l := range lines {
@@ -425,16 +588,14 @@ func (s *embedded) release(_ context.Context, id string, _ []line, now time.Time
 }
 
 // commit appends the commit's record to the journal, then applies it to the
-// cache and to pending. A failed append changes nothing (the reservation
-// stays held: a retry removes it).
+// cache and to pending. When the journal cannot be written (now, or since
+// an earlier failure) the usage is applied all the same and the error
+// wraps ErrNotDurable; see the type's doc.
 func (s *embedded) commit(_ context.Context, id string, lines []line, _ time.Time) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return s.unusable("closed")
-	}
-	if s.jbroken != nil {
-		return s.unusable("commits are refused until the journal is repaired: %v", s.jbroken)
 	}
 	var arr [8]*ebucket
 	bs := arr[:0]
@@ -449,13 +610,17 @@ func (s *embedded) commit(_ context.Context, id string, lines []line, _ time.Tim
 			s.jdel = append(s.jdel, jdelta{bucket: l.bucket, delta: l.amount})
 		}
 	}
+	var werr error
 	if len(s.jdel) > 0 {
-		s.jbuf = appendRecord(s.jbuf[:0], s.seq+1, s.jdel)
-		clear(s.jdel) // keep no bucket ids alive
-		if err := s.appendJournal(s.jbuf); err != nil {
-			return s.unusable("cannot write the journal: %v", err)
+		if werr = s.failure(); werr == nil {
+			s.jbuf = appendRecord(s.jbuf[:0], s.seq+1, s.jdel)
+			if werr = s.appendJournal(s.jbuf); werr == nil {
+				s.seq++
+			} else {
+				s.setFailed(werr)
+			}
 		}
-		s.seq++
+		clear(s.jdel) // keep no bucket ids alive
 	}
 	if r, ok := s.res[id]; ok {
 		heap.Remove(&s.expiry, r.index)
@@ -466,6 +631,10 @@ func (s *embedded) commit(_ context.Context, id string, lines []line, _ time.Tim
 			bs[i].committed = satAdd(bs[i].committed, l.amount)
 			s.pending[l.bucket] = satAdd(s.pending[l.bucket], l.amount)
 		}
+	}
+	if werr != nil {
+		return fmt.Errorf("%w: %w: embedded ledger %s: the journal cannot be written (%v); the usage is kept by this process and written at the next checkpoint that can write; metered calls are refused until then",
+			ErrUnavailable, ErrNotDurable, s.path, werr)
 	}
 	return nil
 }
@@ -487,6 +656,7 @@ func (s *embedded) appendJournal(rec []byte) error {
 	if n > 0 {
 		if terr := s.jf.Truncate(s.jsize); terr != nil {
 			s.jbroken = fmt.Errorf("%s: a partial record could not be truncated away: %w", journalName(s.path, s.jk), terr)
+			s.publishFailure()
 		}
 	}
 	return err
@@ -531,6 +701,7 @@ func (s *embedded) checkpoint(final bool) error {
 			errs = append(errs, fmt.Errorf("repairing the journal: %w", err))
 		} else {
 			s.jbroken = nil
+			s.publishFailure()
 		}
 	}
 	taken, seq, oldK := s.pending, s.seq, s.jk
@@ -594,6 +765,11 @@ func (s *embedded) checkpoint(final bool) error {
 		s.rotate = false
 	} else {
 		s.applied, s.rotate = seq, true
+		if s.wfail != nil {
+			// The bbolt file took every usage the journal could not, and
+			// the disk took a write: commits may try the journal again.
+			s.setFailed(nil)
+		}
 		del, s.old = s.old, nil
 		if old != nil {
 			del = append(del, oldK)
@@ -645,12 +821,31 @@ func (s *embedded) maintain() {
 		case <-s.stop:
 			return
 		case <-syncT.C:
-			if err := s.checkpoint(false); err != nil {
+			err := s.checkpoint(false)
+			if err != nil {
 				s.ckptErr.Store(&err)
 			}
+			s.report(err)
 		case now := <-evictT.C:
 			s.evict(now.Unix())
 		}
+	}
+}
+
+// report tells warn when checkpoints start failing and when they succeed
+// again; maintain's goroutine only.
+func (s *embedded) report(err error) {
+	failing := err != nil
+	if failing == s.failing {
+		return
+	}
+	s.failing = failing
+	switch {
+	case s.warn == nil:
+	case failing:
+		s.warn(fmt.Sprintf("checkpoints fail, so commits stay in the journal, which grows, until one succeeds: %v", err))
+	default:
+		s.warn("checkpoints succeed again: the journal's commits are in the ledger file")
 	}
 }
 
@@ -755,12 +950,16 @@ func (h *resHeap) Pop() any {
 	return r
 }
 
-// ping implements Store: the file is usable until Close.
+// ping implements Store: the ledger is usable until Close, except while
+// its journal cannot be written.
 func (s *embedded) ping(context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return s.unusable("closed")
+	}
+	if err := s.failure(); err != nil {
+		return s.refusing(err)
 	}
 	return nil
 }

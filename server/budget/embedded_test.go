@@ -2,8 +2,10 @@ package budget
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -274,7 +276,7 @@ func cline(bucket string, amount int64) line {
 // runs checkpoint and evict itself.
 func openManual(t *testing.T, path string, noSync bool) *embedded {
 	t.Helper()
-	s, err := openEmbeddedWith(path, noSync, false)
+	s, err := openEmbeddedWith(path, noSync, false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -411,7 +413,7 @@ func TestEmbeddedCrashRecovery(t *testing.T) {
 			// The replay truncates the torn end away (before the open
 			// deletes the file).
 			scratch := map[string]int64{}
-			if _, err := (&embedded{path: cp}).replay(name, true, 0, 0, scratch); err != nil {
+			if _, err := (&embedded{path: cp}).replay(name, true, s.applied, 0, scratch); err != nil {
 				t.Fatalf("tail %q: %v", tail, err)
 			}
 			if st2, err := os.Stat(name); err != nil || st2.Size() != st.Size() {
@@ -520,6 +522,33 @@ func TestEmbeddedCorruptJournalRefused(t *testing.T) {
 			}
 		})
 	}
+	// In the last file, bad bytes followed by good records are corruption,
+	// not a torn end: refused, and nothing dropped.
+	t.Run("corrupt middle of the last file", func(t *testing.T) {
+		s := openManual(t, filepath.Join(t.TempDir(), "ledger.db"), true)
+		commitSome(t, s, map[string]int64{}, 10, 21)
+		cp := crashCopy(t, s)
+		last := journalName(cp, s.jk)
+		b, err := os.ReadFile(last)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b[len(b)/3] ^= 0x10
+		if err := os.WriteFile(last, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		s2, err := openEmbedded(cp, true)
+		if err == nil {
+			s2.Close()
+			t.Fatal("opened a last journal file corrupt in its middle")
+		}
+		if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), last) || !strings.Contains(err.Error(), "good records follow") {
+			t.Errorf("error %q: want ErrUnavailable naming %s and saying good records follow", err, last)
+		}
+		if got, _ := os.ReadFile(last); !bytes.Equal(got, b) {
+			t.Error("the corrupt journal file was changed")
+		}
+	})
 	t.Run("records out of order", func(t *testing.T) {
 		dir, _ := twoJournals(t)
 		path := filepath.Join(dir, "ledger.db")
@@ -581,7 +610,7 @@ func TestEmbeddedCloseLeavesNoJournal(t *testing.T) {
 
 func TestEmbeddedConcurrentCheckpoints(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "ledger.db")
-	s, err := openEmbeddedWith(path, true, false)
+	s, err := openEmbeddedWith(path, true, false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -745,35 +774,77 @@ func journalSize(t *testing.T, s *embedded) int64 {
 	return st.Size()
 }
 
+// TestEmbeddedJournalWriteFailure: when the journal cannot be written (a
+// full disk), the commit's usage is still counted (ErrNotDurable), the
+// reservation is settled, and new reservations and ping are refused until
+// a checkpoint has written the usage to the bbolt file.
 func TestEmbeddedJournalWriteFailure(t *testing.T) {
-	t.Run("short write truncated", func(t *testing.T) {
+	refused := func(t *testing.T, s *embedded) {
+		t.Helper()
+		if _, _, err := s.reserve(ctx, "other", []line{{bucket: "b2", limit: -1, amount: 1, expireAt: 1}}, time.Now(), time.Now().Add(time.Hour)); !errors.Is(err, ErrUnavailable) {
+			t.Errorf("reserve while the journal cannot be written: %v", err)
+		}
+		if err := s.ping(ctx); !errors.Is(err, ErrUnavailable) {
+			t.Errorf("ping while the journal cannot be written: %v", err)
+		}
+		if err := s.writable(); !errors.Is(err, ErrUnavailable) {
+			t.Errorf("writable while the journal cannot be written: %v", err)
+		}
+	}
+	usable := func(t *testing.T, s *embedded) {
+		t.Helper()
+		if err := s.ping(ctx); err != nil {
+			t.Errorf("ping: %v", err)
+		}
+		if err := s.writable(); err != nil {
+			t.Errorf("writable: %v", err)
+		}
+	}
+	notDurable := func(t *testing.T, err error) {
+		t.Helper()
+		if !errors.Is(err, ErrNotDurable) || !errors.Is(err, ErrUnavailable) {
+			t.Fatalf("commit with a failing journal: %v, want ErrNotDurable and ErrUnavailable", err)
+		}
+	}
+	t.Run("short write", func(t *testing.T) {
 		s := openManual(t, filepath.Join(t.TempDir(), "ledger.db"), true)
 		want := map[string]int64{}
 		commitSome(t, s, want, 5, 13)
-		fj := injectFaults(s)
 		for _, n := range []int64{0, 1, 7} {
+			fj := injectFaults(s) // each checkpoint starts a new file
+			durable := maps.Clone(want)
 			size := journalSize(t, s)
 			if _, _, err := s.reserve(ctx, "r", []line{{bucket: "b0", limit: -1, amount: 50, expireAt: 1}}, time.Now(), time.Now().Add(time.Hour)); err != nil {
 				t.Fatal(err)
 			}
 			fj.short.Store(n)
-			err := s.commit(ctx, "r", []line{{bucket: "b0", limit: -1, amount: 40, held: 50, expireAt: 1}, cline("b3", 9)}, time.Now())
-			if !errors.Is(err, ErrUnavailable) {
-				t.Fatalf("commit with a failing write (%d bytes): %v", n, err)
-			}
+			notDurable(t, s.commit(ctx, "r", []line{{bucket: "b0", limit: -1, amount: 40, held: 50, expireAt: 1}, cline("b3", 9)}, time.Now()))
+			want["b0"] += 40
+			want["b3"] += 9
 			if got := journalSize(t, s); got != size {
 				t.Errorf("journal %d bytes after a failed write of %d, want %d", got, n, size)
 			}
-			checkSums(t, s, want) // nothing committed
+			checkSums(t, s, want) // counted in memory
 			bs, _ := s.balances(ctx, []string{"b0"}, time.Now())
-			if bs[0].reserved != 50 {
-				t.Errorf("reservation after the failed commit: %d, want still 50", bs[0].reserved)
+			if bs[0].reserved != 0 {
+				t.Errorf("reservation after the commit: %d, want settled", bs[0].reserved)
 			}
-			if err := s.commit(ctx, "r", []line{{bucket: "b0", limit: -1, amount: 40, held: 50, expireAt: 1}, cline("b3", 9)}, time.Now()); err != nil {
-				t.Fatalf("retry: %v", err)
+			refused(t, s)
+			// Commits of calls already admitted are counted too, without
+			// trying the journal.
+			notDurable(t, s.commit(ctx, "", []line{cline("b1", 5)}, time.Now()))
+			want["b1"] += 5
+			checkSums(t, s, want)
+			// A crash now loses what is not durable, and only that.
+			checkSums(t, openManual(t, crashCopy(t, s), true), durable)
+			// A checkpoint writes it to the bbolt file; the ledger is usable
+			// again.
+			if err := s.checkpoint(false); err != nil {
+				t.Fatal(err)
 			}
-			want["b0"] += 40
-			want["b3"] += 9
+			usable(t, s)
+			checkSums(t, openManual(t, crashCopy(t, s), true), want)
+			commitSome(t, s, want, 3, int(n))
 		}
 		checkSums(t, s, want)
 		checkSums(t, openManual(t, crashCopy(t, s), true), want)
@@ -782,21 +853,20 @@ func TestEmbeddedJournalWriteFailure(t *testing.T) {
 		s := openManual(t, filepath.Join(t.TempDir(), "ledger.db"), true)
 		want := map[string]int64{}
 		commitSome(t, s, want, 5, 14)
+		durable := maps.Clone(want)
 		fj := injectFaults(s)
 		fj.truncFail.Store(true)
 		fj.short.Store(5)
-		if err := s.commit(ctx, "", []line{cline("b1", 1000)}, time.Now()); !errors.Is(err, ErrUnavailable) {
-			t.Fatalf("commit with a failing write: %v", err)
-		}
-		// The partial record stays: further commits are refused.
-		if err := s.commit(ctx, "", []line{cline("b1", 1000)}, time.Now()); !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "refused") {
-			t.Fatalf("commit on a broken journal: %v", err)
-		}
+		notDurable(t, s.commit(ctx, "", []line{cline("b1", 1000)}, time.Now()))
+		notDurable(t, s.commit(ctx, "", []line{cline("b1", 1000)}, time.Now()))
+		want["b1"] += 2000
 		checkSums(t, s, want)
+		refused(t, s)
 		// A crash now: the partial record is the torn end of the last file.
-		checkSums(t, openManual(t, crashCopy(t, s), true), want)
-		// A checkpoint that cannot repair it applies the rest but does not
-		// start a new file after the broken one.
+		checkSums(t, openManual(t, crashCopy(t, s), true), durable)
+		// A checkpoint that cannot repair the journal still writes the
+		// usage to the bbolt file, but does not start a new journal after
+		// the broken one, and the ledger stays refused.
 		k := s.jk
 		if err := s.checkpoint(false); err == nil {
 			t.Error("checkpoint repaired the journal though truncation fails")
@@ -804,12 +874,14 @@ func TestEmbeddedJournalWriteFailure(t *testing.T) {
 		if s.jk != k || s.applied != s.seq {
 			t.Errorf("after the checkpoint: journal %d (was %d), applied %d of %d", s.jk, k, s.applied, s.seq)
 		}
+		refused(t, s)
 		checkSums(t, openManual(t, crashCopy(t, s), true), want)
 		// Once truncation works, the next checkpoint repairs it.
 		fj.truncFail.Store(false)
 		if err := s.checkpoint(false); err != nil {
 			t.Fatal(err)
 		}
+		usable(t, s)
 		commitSome(t, s, want, 5, 15)
 		checkSums(t, s, want)
 		checkSums(t, openManual(t, crashCopy(t, s), true), want)
@@ -818,6 +890,49 @@ func TestEmbeddedJournalWriteFailure(t *testing.T) {
 		}
 		checkSums(t, openManual(t, s.path, true), want)
 	})
+}
+
+// TestLedgerRefusesWhileNotDurable: through the Ledger, a call without any
+// cap is refused too while the journal cannot be written, and a Commit
+// that returned ErrNotDurable is settled (a retry counts nothing more).
+func TestLedgerRefusesWhileNotDurable(t *testing.T) {
+	s := openManual(t, filepath.Join(t.TempDir(), "ledger.db"), true)
+	l := New(Policy{}, s, Options{})
+	a := Account{Tenant: "acme"}
+	r, err := l.Reserve(ctx, a, Amount{Tokens: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fj := injectFaults(s)
+	fj.short.Store(0)
+	err = l.Commit(ctx, r, Amount{Tokens: 7, NanoEUR: 70})
+	if !errors.Is(err, ErrNotDurable) {
+		t.Fatalf("Commit: %v", err)
+	}
+	if err := l.Commit(ctx, r, Amount{Tokens: 7, NanoEUR: 70}); err != nil {
+		t.Fatalf("retried Commit: %v, want nil (settled)", err)
+	}
+	if _, err := l.Reserve(ctx, a, Amount{Tokens: 10}); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("Reserve of an uncapped account while not durable: %v", err)
+	}
+	if err := l.Ping(ctx); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("Ping while not durable: %v", err)
+	}
+	u, err := l.Usage(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range u {
+		if want := map[Unit]int64{UnitTokens: 7, UnitNanoEUR: 70}[c.Unit]; c.Committed != want {
+			t.Errorf("%s committed %d, want %d (counted once)", c.Cap, c.Committed, want)
+		}
+	}
+	if err := s.checkpoint(false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Reserve(ctx, a, Amount{Tokens: 10}); err != nil {
+		t.Fatalf("Reserve after the checkpoint: %v", err)
+	}
 }
 
 // failBolt makes s's bbolt writes fail (a closed database in its place)
@@ -880,7 +995,7 @@ func TestEmbeddedCheckpointFailure(t *testing.T) {
 	})
 	t.Run("at Close", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "ledger.db")
-		s, err := openEmbeddedWith(path, true, false)
+		s, err := openEmbeddedWith(path, true, false, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -897,4 +1012,90 @@ func TestEmbeddedCheckpointFailure(t *testing.T) {
 		}
 		checkSums(t, openManual(t, path, true), want)
 	})
+}
+
+// TestEmbeddedDamagedLedgerFile: a ledger file restored from an older copy
+// (its records end before the journal's first) and a truncated ledger file
+// are refused with ErrUnavailable, not replayed with a gap or crashed on.
+func TestEmbeddedDamagedLedgerFile(t *testing.T) {
+	t.Run("older copy", func(t *testing.T) {
+		s := openManual(t, filepath.Join(t.TempDir(), "ledger.db"), true)
+		commitSome(t, s, map[string]int64{}, 10, 31)
+		if err := s.checkpoint(false); err != nil {
+			t.Fatal(err)
+		}
+		older := crashCopy(t, s) // its bbolt file holds records 1-10
+		commitSome(t, s, map[string]int64{}, 10, 32)
+		if err := s.checkpoint(false); err != nil {
+			t.Fatal(err)
+		}
+		commitSome(t, s, map[string]int64{}, 5, 33) // the journal: 21-25
+		cp := crashCopy(t, s)
+		copyFile(t, older, cp)
+		s2, err := openEmbedded(cp, true)
+		if err == nil {
+			s2.Close()
+			t.Fatal("opened a ledger file older than its journal")
+		}
+		if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "missing") {
+			t.Errorf("error %q: want ErrUnavailable saying records are missing", err)
+		}
+	})
+	t.Run("truncated", func(t *testing.T) {
+		s := openManual(t, filepath.Join(t.TempDir(), "ledger.db"), true)
+		commitSome(t, s, map[string]int64{}, 10, 34)
+		if err := s.checkpoint(false); err != nil {
+			t.Fatal(err)
+		}
+		cp := crashCopy(t, s)
+		if err := os.Truncate(cp, 8192); err != nil {
+			t.Fatal(err)
+		}
+		s2, err := openEmbedded(cp, true)
+		if err == nil {
+			s2.Close()
+			t.Fatal("opened a truncated ledger file")
+		}
+		if !errors.Is(err, ErrUnavailable) {
+			t.Errorf("error %q: want ErrUnavailable", err)
+		}
+	})
+}
+
+// TestEmbeddedWarns: a checkpoint that starts failing, one that succeeds
+// again, and a torn journal end dropped at open are told to Warn, once each.
+func TestEmbeddedWarns(t *testing.T) {
+	var msgs []string
+	warn := func(m string) { msgs = append(msgs, m) }
+	s, err := openEmbeddedWith(filepath.Join(t.TempDir(), "ledger.db"), true, false, warn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	commitSome(t, s, map[string]int64{}, 3, 41)
+	restore := failBolt(t, s)
+	s.report(s.checkpoint(false))
+	s.report(s.checkpoint(false))
+	restore()
+	s.report(s.checkpoint(false))
+	if len(msgs) != 2 || !strings.Contains(msgs[0], "checkpoints fail") || !strings.Contains(msgs[1], "succeed again") {
+		t.Fatalf("warnings %q", msgs)
+	}
+	commitSome(t, s, map[string]int64{}, 3, 42)
+	cp := crashCopy(t, s)
+	f, err := os.OpenFile(journalName(cp, s.jk), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write([]byte{0x05, 0x01})
+	f.Close()
+	msgs = nil
+	s2, err := openEmbeddedWith(cp, true, false, warn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2.Close()
+	if len(msgs) != 1 || !strings.Contains(msgs[0], "torn end") {
+		t.Fatalf("warnings at open %q", msgs)
+	}
 }

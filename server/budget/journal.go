@@ -164,6 +164,30 @@ func (jr *journalReader) next() (jrecord, bool) {
 	return rec, true
 }
 
+// recordAfter reports whether data holds, at any offset, a whole valid
+// record with a seq above after: then the bad bytes before it are not a
+// torn end but corruption in the middle of the journal. It looks at the
+// first scanLimit offsets, for records of up to scanMaxPayload bytes (a
+// commit's record is a few hundred), so that garbage a crash left costs
+// little to rule out.
+func recordAfter(data []byte, after uint64) bool {
+	const scanLimit, scanMaxPayload = 1 << 20, 4 << 10
+	for off := 0; off < len(data) && off < scanLimit; off++ {
+		n, k := binary.Uvarint(data[off:])
+		if k <= 0 || n == 0 || n > scanMaxPayload || off+k+int(n)+4 > len(data) {
+			continue
+		}
+		p := data[off+k : off+k+int(n)]
+		if crc32.Checksum(p, castagnoli) != binary.LittleEndian.Uint32(data[off+k+int(n):]) {
+			continue
+		}
+		if rec, ok := decodePayload(p); ok && rec.seq > after {
+			return true
+		}
+	}
+	return false
+}
+
 // readErr records err unless it is the data's end (a torn record when not
 // at a record's start).
 func (jr *journalReader) readErr(err error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"math"
 	"math/bits"
 	"strconv"
@@ -386,6 +387,11 @@ func (l *Ledger) Reserve(ctx context.Context, a Account, amt Amount) (*Reservati
 		}
 	}
 	if r.nres == 0 {
+		// Nothing to hold, but the usage must be recordable: a call is not
+		// served while the store knows it cannot record it.
+		if err := l.store.writable(); err != nil {
+			return nil, err
+		}
 		return r, nil
 	}
 	r.id = l.idPrefix + strconv.FormatUint(l.seq.Add(1), 36)
@@ -411,7 +417,9 @@ func (l *Ledger) Reserve(ctx context.Context, a Account, amt Amount) (*Reservati
 // [ErrUnavailable]; the commit may then be retried (with Redis, a retry
 // after a lost reply is recognised for a minute and not applied twice).
 // When Commit returns nil the usage is stored: appended to the embedded
-// ledger's journal (it survives kill -9) or applied by Redis. ctx's
+// ledger's journal (it survives kill -9) or applied by Redis. An error
+// wrapping [ErrNotDurable] means it was counted in memory only, for now;
+// the reservation is then settled. ctx's
 // cancellation is ignored (a client that disconnected is still charged);
 // its values are kept.
 func (l *Ledger) Commit(ctx context.Context, r *Reservation, actual Amount) error {
@@ -440,6 +448,9 @@ func (l *Ledger) Commit(ctx context.Context, r *Reservation, actual Amount) erro
 	// charge: commit with its values but without its cancellation; the
 	// store's own timeouts bound the wait.
 	if err := l.store.commit(context.WithoutCancel(ctx), r.id, lines, l.now()); err != nil {
+		if errors.Is(err, ErrNotDurable) {
+			r.done = true // counted: a retry must not count it again
+		}
 		return err
 	}
 	r.done = true

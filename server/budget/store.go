@@ -38,6 +38,10 @@ type Store interface {
 	// error wrapping ErrUnavailable (and ErrNoMarker for a Redis without
 	// its marker).
 	ping(ctx context.Context) error
+	// writable is ping without I/O, for every call's path: an error
+	// wrapping ErrUnavailable while the store knows it cannot record
+	// usage (the embedded journal cannot be written), else nil.
+	writable() error
 }
 
 // line is one bucket touched by an operation.
