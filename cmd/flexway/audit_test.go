@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -261,5 +262,191 @@ func TestMetricsAfterKnownCalls(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Logf("/metrics:\n%s", text)
+	}
+}
+
+// readyz returns the status and body of GET /readyz.
+func readyz(t *testing.T, g *testGW) (int, string) {
+	t.Helper()
+	resp, err := http.Get(g.HTTP + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+// waitReadyz waits until GET /readyz answers status; it returns the body.
+func waitReadyz(t *testing.T, g *testGW, status int, within time.Duration) string {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		code, body := readyz(t, g)
+		if code == status {
+			return body
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz answers %d %s, want %d", code, body, status)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestReadyzWhileAuditUnwritable: while the audit log cannot be written
+// (a directory put in the file's place), /readyz answers 503, without the
+// path or the cause (it is unauthenticated); once it can be written again,
+// 200, and serve ends without error, every line written.
+func TestReadyzWhileAuditUnwritable(t *testing.T) {
+	up := newUpstream(t, usageUpstream(5, 5))
+	dir := t.TempDir()
+	path := filepath.Join(dir, "audit.jsonl")
+	g := startGateway(t, auditConfig(t, up.URL, path))
+	waitReadyz(t, g, 200, time.Second)
+	resp := post(t, g, "/v1/chat/completions", chatBody)
+	io.Copy(io.Discard, resp.Body)
+	if resp.StatusCode != 200 {
+		t.Fatalf("first call: %d", resp.StatusCode)
+	}
+
+	if err := os.Rename(path, path+".old"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(path, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	// Served while the audit still looked healthy; its line cannot be
+	// written.
+	resp = post(t, g, "/v1/chat/completions", chatBody)
+	io.Copy(io.Discard, resp.Body)
+	body := waitReadyz(t, g, 503, 3*time.Second)
+	if !strings.Contains(body, "audit log cannot be written") || !strings.Contains(body, "inference calls are refused") {
+		t.Errorf("/readyz 503 without a clear message: %s", body)
+	}
+	if strings.Contains(body, dir) || strings.Contains(body, "regular file") {
+		t.Errorf("/readyz tells the path or the cause: %s", body)
+	}
+	resp = post(t, g, "/v1/chat/completions", chatBody)
+	io.Copy(io.Discard, resp.Body)
+	if resp.StatusCode != 503 {
+		t.Fatalf("call while /readyz is 503: %d, want 503", resp.StatusCode)
+	}
+
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	waitReadyz(t, g, 200, 5*time.Second)
+	resp = post(t, g, "/v1/chat/completions", chatBody)
+	io.Copy(io.Discard, resp.Body)
+	if resp.StatusCode != 200 {
+		t.Fatalf("call once the audit is written again: %d, want 200", resp.StatusCode)
+	}
+	g.stop()
+	if err := g.wait(t, 10*time.Second); err != nil {
+		t.Fatalf("serve: %v, want nil: every audit line was written", err)
+	}
+	if n := len(auditLines(t, path)); n < 2 {
+		t.Fatalf("%d lines in the new audit file, want the one kept while it could not be written and the last call's", n)
+	}
+}
+
+// TestUnwritableAuditFailsServe: audit lines still unwritten when serve
+// stops make it fail (the command exits 1), after an orderly shutdown.
+func TestUnwritableAuditFailsServe(t *testing.T) {
+	if _, err := os.Stat("/dev/full"); err != nil {
+		t.Skip("no /dev/full")
+	}
+	up := newUpstream(t, usageUpstream(5, 5))
+	var stderr syncBuffer
+	g := startGatewayLog(t, auditConfig(t, up.URL, "/dev/full"), &stderr)
+	resp := post(t, g, "/v1/chat/completions", chatBody)
+	io.Copy(io.Discard, resp.Body)
+	waitReadyz(t, g, 503, 3*time.Second)
+	g.stop()
+	if err := g.wait(t, 10*time.Second); err == nil {
+		t.Fatalf("serve returned nil with audit lines unwritten:\n%s", stderr.String())
+	}
+	if log := stderr.String(); !strings.Contains(log, "could not be written") || !strings.Contains(log, "flexway stopped") {
+		t.Fatalf("the log lacks the unwritten lines or the orderly stop:\n%s", log)
+	}
+}
+
+// TestUnwritableAuditExitStatus: `flexway serve` stopped by SIGTERM with
+// audit lines it could not write exits with status 1.
+func TestUnwritableAuditExitStatus(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	if _, err := os.Stat("/dev/full"); err != nil {
+		t.Skip("no /dev/full")
+	}
+	up := newUpstream(t, usageUpstream(5, 5))
+	t.Setenv("FLEXWAY_TEST_KEY", demoKey)
+	c := startChild(t, t.TempDir(), auditConfig(t, up.URL, "/dev/full"))
+	resp := post(t, &c.testGW, "/v1/chat/completions", chatBody)
+	io.Copy(io.Discard, resp.Body)
+	waitReadyz(t, &c.testGW, 503, 3*time.Second)
+	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- c.cmd.Wait() }()
+	select {
+	case <-exited:
+	case <-time.After(15 * time.Second):
+		t.Fatal("flexway serve did not exit after SIGTERM")
+	}
+	if code := c.cmd.ProcessState.ExitCode(); code != 1 {
+		t.Fatalf("exit status %d, want 1:\n%s", code, c.stderr.String())
+	}
+	if log := c.stderr.String(); !strings.Contains(log, "could not be written") || !strings.Contains(log, "flexway stopped") {
+		t.Fatalf("the log lacks the unwritten lines or the orderly stop:\n%s", log)
+	}
+}
+
+// TestReportAfterIncompleteAuditLine: a gateway that starts on an audit
+// file ending in the middle of a line (a write cut short by a full disk,
+// then a stop) removes the incomplete line, so that `flexway report` reads
+// the file.
+func TestReportAfterIncompleteAuditLine(t *testing.T) {
+	up := newUpstream(t, usageUpstream(7, 3))
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	g := startGateway(t, auditConfig(t, up.URL, path))
+	resp := post(t, g, "/v1/chat/completions", chatBody)
+	io.Copy(io.Discard, resp.Body)
+	g.stop()
+	if err := g.wait(t, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The start of the same line again, cut short.
+	if err := os.WriteFile(path, append(raw, raw[:len(raw)/2]...), 0o640); err != nil {
+		t.Fatal(err)
+	}
+
+	var stderr syncBuffer
+	g = startGatewayLog(t, auditConfig(t, up.URL, path), &stderr)
+	resp = post(t, g, "/v1/chat/completions", chatBody)
+	io.Copy(io.Discard, resp.Body)
+	g.stop()
+	if err := g.wait(t, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stderr.String(), fmt.Sprintf(`"bytes_removed":%d`, len(raw)/2)) {
+		t.Errorf("no warning that %d bytes were removed:\n%s", len(raw)/2, stderr.String())
+	}
+	var out, errb strings.Builder
+	if err := run(context.Background(), []string{"report", "--audit", path, "--format", "json"}, &out, &errb); err != nil {
+		t.Fatalf("report: %v\n%s", err, errb.String())
+	}
+	var rows []map[string]any
+	if err := json.Unmarshal([]byte(out.String()), &rows); err != nil || len(rows) == 0 {
+		t.Fatalf("report output %q: %v", out.String(), err)
+	}
+	if calls := rows[len(rows)-1]["calls"]; calls != 2.0 {
+		t.Fatalf("report counts %v calls, want 2", calls)
 	}
 }

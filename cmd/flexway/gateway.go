@@ -221,15 +221,21 @@ func build(cfg *config.Config, log *slog.Logger, led *budget.Ledger, aw *auditlo
 		return nil, err
 	}
 	var ready func() error
-	if led != nil {
-		// Not ready while metered calls would be refused: the Redis
-		// ledger is down or lost its marker. The cause is in the calls'
-		// logs, not in this unauthenticated answer.
+	if led != nil || aw != nil {
+		// Not ready while calls would be refused: the Redis ledger is down
+		// or lost its marker (metered calls), or the audit log cannot be
+		// written (every inference call). The cause is in the logs, not in
+		// this unauthenticated answer.
 		ready = func() error {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			defer cancel()
-			if led.Ping(ctx) != nil {
-				return errors.New("the budget ledger is unavailable: metered calls are refused")
+			if led != nil {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				defer cancel()
+				if led.Ping(ctx) != nil {
+					return errors.New("the budget ledger is unavailable: metered calls are refused")
+				}
+			}
+			if aw != nil && aw.Healthy() != nil {
+				return errors.New("the audit log cannot be written: inference calls are refused")
 			}
 			return nil
 		}

@@ -43,8 +43,9 @@ func loadConfig(path string, stderr io.Writer) (*config.Config, config.Problems,
 }
 
 // serve runs the gateway until ctx is done, then stops accepting and lets
-// open calls and streams finish for up to shutdownGrace.
-func serve(ctx context.Context, path string, stdout, stderr io.Writer, ready listening) error {
+// open calls and streams finish for up to shutdownGrace. It fails (exit
+// status 1) when audit lines accepted could not be written by then.
+func serve(ctx context.Context, path string, stdout, stderr io.Writer, ready listening) (retErr error) {
 	log := slog.New(slog.NewJSONHandler(stderr, nil))
 	cfg, warnings, err := loadConfig(path, stderr)
 	for _, w := range warnings {
@@ -59,7 +60,13 @@ func serve(ctx context.Context, path string, stdout, stderr io.Writer, ready lis
 	}
 	// Closed last, after every call committed: the embedded store is
 	// synced to disk on close.
-	defer led.Close()
+	defer func() {
+		// The embedded ledger's last checkpoint: what it could not write
+		// stays in its journal, replayed at the next start.
+		if err := led.Close(); err != nil {
+			log.Error("budget ledger", "error", err.Error())
+		}
+	}()
 	// The audit's failures are counted in the metrics, which the gateway
 	// builds after the audit is open.
 	var metrics atomic.Pointer[telemetry.Metrics]
@@ -72,10 +79,15 @@ func serve(ctx context.Context, path string, stdout, stderr io.Writer, ready lis
 		return err
 	}
 	// Closed after the listeners stopped and every call ended: it writes
-	// every accepted line.
+	// every accepted line. Lines it could not write make serve fail, after
+	// the rest of the shutdown (the ledger is closed after it); the error
+	// is in the log, not printed again.
 	defer func() {
 		if err := aw.Close(); err != nil {
 			log.Error("audit log", "error", err.Error())
+			if retErr == nil {
+				retErr = errSilent
+			}
 		}
 	}()
 	gw, err := build(cfg, log, led, aw)

@@ -9,9 +9,12 @@
 // per batch, at most every [flushEvery]), to a file rotated by size
 // (gopkg.in/natefinch/lumberjack.v2) or to stdout. Nothing is synced per
 // call. No accepted line is lost: [Writer.Close] writes every queued line,
-// and a batch that cannot be written is kept and retried. While the audit
-// cannot be written, [Writer.Healthy] reports why, so that new inference
-// calls are refused (503) rather than served unaudited.
+// and a batch that cannot be written is kept and retried. The file holds
+// whole lines only: a line cut short by a failed write (a full disk) is
+// finished by the retry, and one an earlier process could not finish is
+// removed from the end of the file when [Open] opens it again. While the
+// audit cannot be written, [Writer.Healthy] reports why, so that new
+// inference calls are refused (503) rather than served unaudited.
 package audit
 
 import (
@@ -142,9 +145,16 @@ type Writer struct {
 	log       *slog.Logger
 	onFail    func(string)
 
+	// cut is how many bytes of pending's first line a short write put in
+	// the file: the retry writes the rest of it. repair is set when writing
+	// starts over on a file after such a cut: the line is then written
+	// whole, after the end of the file is repaired. run's goroutine only.
+	cut    int
+	repair bool
+
 	mu      sync.Mutex
 	queued  []*Line      // accepted lines not yet encoded
-	pending bytes.Buffer // encoded lines not yet written
+	pending bytes.Buffer // encoded lines not yet written whole (see cut)
 	spare   []*Line      // run's: the last batch's slice, reused for queued
 	enc     []byte       // run's: the encoding buffer
 	failed  error        // the last write's error, nil when healthy
@@ -172,6 +182,12 @@ func Open(path string, hashKey []byte, o Options) (*Writer, error) {
 			return nil, fmt.Errorf("audit.path: %w", err)
 		}
 		f.Close()
+		// An earlier process may have stopped after a short write (a full
+		// disk): the line it cut short is removed before anything is
+		// appended after it.
+		if err := w.repairTail(); err != nil {
+			return nil, fmt.Errorf("audit.path: %w", err)
+		}
 		size, backups := o.MaxSizeMB, o.MaxBackups
 		if size <= 0 {
 			size = 100
@@ -341,7 +357,7 @@ func (w *Writer) flush() bool {
 	err := w.checkFile()
 	n := 0
 	if err == nil {
-		n, err = w.out.Write(batch)
+		n, err = w.write(batch[w.cut:])
 		if err == nil {
 			w.remember()
 		}
@@ -350,8 +366,12 @@ func (w *Writer) flush() bool {
 	defer w.mu.Unlock()
 	// What a short write (a full disk) put in the file is not written
 	// again: the retry goes on from there, so the file holds whole lines,
-	// once each.
-	w.pending.Next(n)
+	// once each. The line cut short stays pending, with cut saying how much
+	// of it is in the file, in case writing starts over on another file.
+	end := w.cut + n
+	whole := bytes.LastIndexByte(batch[:end], '\n') + 1
+	w.pending.Next(whole)
+	w.cut = end - whole
 	if err != nil {
 		if w.failed == nil {
 			w.log.Error("audit log cannot be written: inference calls are refused until it can", "path", w.path, "error", err.Error())
@@ -369,11 +389,31 @@ func (w *Writer) flush() bool {
 	return true
 }
 
+// write writes p, the rest of pending from cut on, to the audit.
+func (w *Writer) write(p []byte) (int, error) {
+	if w.cut == 0 {
+		return w.out.Write(p)
+	}
+	// The rest of the line cut short goes alone: it fits in the file the
+	// line started in, whereas with the lines after it lumberjack could
+	// rotate first, and the line would be split across two files.
+	i := bytes.IndexByte(p, '\n') + 1
+	n, err := w.out.Write(p[:i])
+	if err != nil || i == len(p) {
+		return n, err
+	}
+	m, err := w.out.Write(p[i:])
+	return n + m, err
+}
+
 // checkFile makes sure the next write reaches the file at the path: when
 // the file was removed (by hand, or its directory) a new one is started;
 // when the path now names another file, writing switches to it; when it
 // names no regular file (a directory put in its place), writing fails,
-// since lines written to the old, unlinked file would be lost.
+// since lines written to the old, unlinked file would be lost. When
+// writing starts over on a file in the middle of a line cut short, the
+// line is written whole to the new file, after the end of that file is
+// repaired.
 func (w *Writer) checkFile() error {
 	if w.file == nil {
 		return nil
@@ -384,20 +424,87 @@ func (w *Writer) checkFile() error {
 		if w.written != nil {
 			w.log.Warn("audit file was removed: starting a new one", "path", w.path)
 		}
-		_ = w.file.Close() // the next write creates the file again
-		w.written = nil
+		w.startOver()
+		w.repair = false // lumberjack starts the new file empty
 		return os.MkdirAll(filepath.Dir(w.path), 0o750)
 	case err != nil:
 		return err
 	case !st.Mode().IsRegular():
-		_ = w.file.Close()
-		w.written = nil
+		w.startOver()
 		return fmt.Errorf("%s is not a regular file", w.path)
 	case w.written != nil && !os.SameFile(st, w.written):
 		w.log.Warn("audit file was replaced: writing to the new one", "path", w.path)
-		_ = w.file.Close()
-		w.written = nil
+		w.startOver()
 	}
+	if w.repair {
+		if err := w.repairTail(); err != nil {
+			return err
+		}
+		w.repair = false
+	}
+	return nil
+}
+
+// startOver closes the file: the next write opens the one at the path. A
+// line cut short in the old file is written whole to the new one.
+func (w *Writer) startOver() {
+	_ = w.file.Close()
+	w.written = nil
+	if w.cut > 0 {
+		w.cut = 0
+		w.repair = true
+	}
+}
+
+// repairTail removes an incomplete last line from the file at the path,
+// what a write cut short (a full disk) leaves when the process stops, or
+// starts over on a file, before it could finish the line: lines appended
+// after it would be joined to it, and the file could no longer be read
+// line by line. A file that does not exist, is empty, is no regular file
+// or ends with a newline is left as it is. Only the number of bytes
+// removed is logged, never the bytes.
+func (w *Writer) repairTail() error {
+	if st, err := os.Stat(w.path); err != nil || !st.Mode().IsRegular() || st.Size() == 0 {
+		return nil // nothing to repair; a file that cannot be read fails where it is written
+	}
+	f, err := os.OpenFile(w.path, os.O_RDWR, 0)
+	if errors.Is(err, os.ErrPermission) {
+		// Writable, not readable: its end cannot be checked.
+		w.log.Warn("audit file cannot be read: an incomplete line at its end, left by an earlier failed write, would stay", "path", w.path)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	size := st.Size()
+	// Back from the end to the last newline, a block at a time.
+	var buf [32 << 10]byte
+	keep := int64(0)
+	for end := size; end > 0; {
+		start := max(end-int64(len(buf)), 0)
+		b := buf[:end-start]
+		if _, err := f.ReadAt(b, start); err != nil {
+			return fmt.Errorf("reading the end of %s: %w", w.path, err)
+		}
+		if i := bytes.LastIndexByte(b, '\n'); i >= 0 {
+			keep = start + int64(i) + 1
+			break
+		}
+		end = start
+	}
+	if keep == size {
+		return nil
+	}
+	if err := f.Truncate(keep); err != nil {
+		return fmt.Errorf("removing an incomplete line at the end of %s: %w", w.path, err)
+	}
+	w.log.Warn("audit file ended with an incomplete line, left by an earlier failed write: removed it",
+		"path", w.path, "bytes_removed", size-keep)
 	return nil
 }
 
@@ -427,7 +534,7 @@ func (w *Writer) Close() error {
 	}
 	<-w.done
 	w.mu.Lock()
-	left := w.pending.Len() // run's last flush encoded every queued line
+	left := w.pending.Len() - w.cut // run's last flush encoded every queued line
 	w.mu.Unlock()
 	var err error
 	if left > 0 {

@@ -2,14 +2,20 @@ package audit
 
 import (
 	"bufio"
+	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -213,4 +219,331 @@ func TestReplacedFile(t *testing.T) {
 	if err := w.Healthy(); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("a directory at the audit path: Healthy = %v, want unavailable", err)
 	}
+}
+
+// TestOpenRemovesIncompleteLastLine: a file that ends in the middle of a
+// line (a short write on a full disk, then a stop) is cut back to its last
+// whole line before anything is appended, with a warning that says how
+// many bytes were removed but not what they were.
+func TestOpenRemovesIncompleteLastLine(t *testing.T) {
+	const fragment = `{"time":"20`
+	long := strings.Repeat("x", 100<<10) // more than one block read back from the end
+	for _, c := range []struct {
+		name, before, kept string
+		removed            int
+	}{
+		{"partial last line", `{"a":1}` + "\n" + fragment, `{"a":1}` + "\n", len(fragment)},
+		{"no whole line", fragment, "", len(fragment)},
+		{"long partial line", `{"a":1}` + "\n" + fragment + long, `{"a":1}` + "\n", len(fragment) + len(long)},
+		{"whole lines", `{"a":1}` + "\n", `{"a":1}` + "\n", 0},
+		{"empty", "", "", 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "audit.jsonl")
+			if err := os.WriteFile(path, []byte(c.before), 0o640); err != nil {
+				t.Fatal(err)
+			}
+			var logs bytes.Buffer
+			// Without the record's time, which starts as the fragment does.
+			noTime := func(groups []string, a slog.Attr) slog.Attr {
+				if len(groups) == 0 && a.Key == slog.TimeKey {
+					return slog.Attr{}
+				}
+				return a
+			}
+			w, err := Open(path, []byte("k"), Options{Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{ReplaceAttr: noTime}))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Write(&Line{RequestID: "new"}); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+			raw, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := c.kept + string(appendLine(nil, &Line{RequestID: "new"})) + "\n"
+			if string(raw) != want {
+				t.Fatalf("file holds\n%q\nwant\n%q", raw, want)
+			}
+			out := logs.String()
+			if strings.Contains(out, fragment) || strings.Contains(out, `\"time\"`) || strings.Contains(out, "xxxx") {
+				t.Errorf("the log holds the removed bytes:\n%s", out)
+			}
+			if c.removed == 0 {
+				if strings.Contains(out, "incomplete line") {
+					t.Errorf("a warning with nothing removed:\n%s", out)
+				}
+				return
+			}
+			var warned bool
+			for _, ln := range strings.Split(strings.TrimSpace(out), "\n") {
+				var rec map[string]any
+				if json.Unmarshal([]byte(ln), &rec) == nil && rec["level"] == "WARN" &&
+					strings.Contains(fmt.Sprint(rec["msg"]), "incomplete line") && rec["bytes_removed"] == float64(c.removed) {
+					warned = true
+				}
+			}
+			if !warned {
+				t.Errorf("no WARN saying %d bytes of an incomplete line were removed:\n%s", c.removed, out)
+			}
+		})
+	}
+}
+
+// flakyWriter is the writer under a Writer's file, failing on demand as a
+// full disk does: the first failing write writes cut bytes, the others
+// none.
+type flakyWriter struct {
+	w       io.Writer
+	mu      sync.Mutex
+	failing bool
+	cut     int
+}
+
+func (f *flakyWriter) Write(p []byte) (int, error) {
+	f.mu.Lock()
+	failing, cut := f.failing, min(f.cut, len(p)-1)
+	f.cut = 0
+	f.mu.Unlock()
+	if !failing {
+		return f.w.Write(p)
+	}
+	n, err := f.w.Write(p[:max(cut, 0)])
+	if err != nil {
+		return n, err
+	}
+	return n, errors.New("no space left on device")
+}
+
+func (f *flakyWriter) fail(cut int) {
+	f.mu.Lock()
+	f.failing, f.cut = true, cut
+	f.mu.Unlock()
+}
+
+func (f *flakyWriter) heal() {
+	f.mu.Lock()
+	f.failing = false
+	f.mu.Unlock()
+}
+
+// openFlaky opens the audit at path with a flakyWriter under it; failures
+// are sent on the returned channel.
+func openFlaky(t *testing.T, path string, o Options) (*Writer, *flakyWriter, chan string) {
+	t.Helper()
+	reasons := make(chan string, 100)
+	o.OnFailure = func(r string) {
+		select {
+		case reasons <- r:
+		default:
+		}
+	}
+	w, err := Open(path, []byte("k"), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Set before the first Write, which wakes the writer's goroutine.
+	f := &flakyWriter{w: w.file}
+	w.out = f
+	return w, f, reasons
+}
+
+// waitFor waits until a failure whose reason contains want is reported.
+func waitFor(t *testing.T, reasons chan string, want string) {
+	t.Helper()
+	timeout := time.After(5 * time.Second)
+	for {
+		select {
+		case r := <-reasons:
+			if strings.Contains(r, want) {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("no failure %q reported", want)
+		}
+	}
+}
+
+// waitHealthy waits until w writes again.
+func waitHealthy(t *testing.T, w *Writer) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for w.Healthy() != nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("the audit is not written again: %v", w.Healthy())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func requestIDs(t *testing.T, path string) []string {
+	t.Helper()
+	var ids []string
+	for _, l := range readLines(t, path) {
+		ids = append(ids, l.RequestID)
+	}
+	return ids
+}
+
+// TestShortWriteIsFinished: after a short write, the retry writes the rest
+// of the line cut short, then the lines after it: whole lines, once each.
+func TestShortWriteIsFinished(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	w, f, reasons := openFlaky(t, path, Options{})
+	f.fail(30)
+	_ = w.Write(&Line{RequestID: "one"})
+	waitFor(t, reasons, "no space")
+	_ = w.Write(&Line{RequestID: "two"})
+	f.heal()
+	waitHealthy(t, w)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if ids := requestIDs(t, path); !slices.Equal(ids, []string{"one", "two"}) {
+		t.Fatalf("lines %v, want one, two", ids)
+	}
+}
+
+// TestCutLineWrittenWholeWhenStartingOver: when, after a short write,
+// writing starts over on a file, the line cut short is written whole to
+// it: to a new file when the old one was removed; to the file put back at
+// the path, once the incomplete line at its end is removed.
+func TestCutLineWrittenWholeWhenStartingOver(t *testing.T) {
+	t.Run("file removed", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "audit.jsonl")
+		w, f, reasons := openFlaky(t, path, Options{})
+		_ = w.Write(&Line{RequestID: "zero"})
+		waitLines(t, path, 1)
+		f.fail(30)
+		_ = w.Write(&Line{RequestID: "one"})
+		waitFor(t, reasons, "no space")
+		if err := os.Remove(path); err != nil {
+			t.Fatal(err)
+		}
+		f.heal()
+		_ = w.Write(&Line{RequestID: "two"})
+		waitHealthy(t, w)
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if ids := requestIDs(t, path); !slices.Equal(ids, []string{"one", "two"}) {
+			t.Fatalf("lines %v in the new file, want one, two", ids)
+		}
+	})
+	t.Run("directory, then the file put back", testCutLineFilePutBack)
+}
+
+func testCutLineFilePutBack(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	var logs syncBuffer
+	w, f, reasons := openFlaky(t, path, Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	_ = w.Write(&Line{RequestID: "zero"})
+	waitLines(t, path, 1)
+	f.fail(30)
+	_ = w.Write(&Line{RequestID: "one"})
+	waitFor(t, reasons, "no space")
+	if err := os.Rename(path, path+".moved"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(path, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, reasons, "not a regular file")
+	f.heal()
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(path+".moved", path); err != nil {
+		t.Fatal(err)
+	}
+	_ = w.Write(&Line{RequestID: "two"})
+	waitHealthy(t, w)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if ids := requestIDs(t, path); !slices.Equal(ids, []string{"zero", "one", "two"}) {
+		t.Fatalf("lines %v, want zero, one, two", ids)
+	}
+	if !strings.Contains(logs.String(), `"bytes_removed":30`) {
+		t.Errorf("no warning that the 30 bytes of the cut line were removed:\n%s", logs.String())
+	}
+}
+
+// TestCutLineNotSplitByRotation: the rest of a line cut short goes to the
+// file the line started in, even when the lines queued after it make
+// lumberjack rotate.
+func TestCutLineNotSplitByRotation(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "audit.jsonl")
+	line := func(id string) string { return string(appendLine(nil, &Line{RequestID: id})) + "\n" }
+	// Room for about one more line before the 1 MB rotation.
+	filler := `{"request_id":"filler"}` + "\n"
+	room := len(line("one")) + len(line("two"))/2
+	var b strings.Builder
+	for b.Len()+len(filler) <= 1<<20-room-40 {
+		b.WriteString(filler)
+	}
+	pad := `{"request_id":"pad","agent":""}` + "\n"
+	b.WriteString(strings.Replace(pad, `""}`, `"`+strings.Repeat("p", 1<<20-room-b.Len()-len(pad))+`"}`, 1))
+	if err := os.WriteFile(path, []byte(b.String()), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	w, f, reasons := openFlaky(t, path, Options{MaxSizeMB: 1})
+	f.fail(30)
+	_ = w.Write(&Line{RequestID: "one"})
+	waitFor(t, reasons, "no space")
+	_ = w.Write(&Line{RequestID: "two"})
+	f.heal()
+	waitHealthy(t, w)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "audit-*.jsonl"))
+	if len(files) != 1 {
+		t.Fatalf("rotated files %v, want one", files)
+	}
+	if ids := requestIDs(t, files[0]); ids[len(ids)-1] != "one" {
+		t.Fatalf("the rotated file ends with %q, want one", ids[len(ids)-1])
+	}
+	if ids := requestIDs(t, path); !slices.Equal(ids, []string{"two"}) {
+		t.Fatalf("the new file holds %v, want two", ids)
+	}
+}
+
+// waitLines waits until the file at path holds n lines.
+func waitLines(t *testing.T, path string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		raw, _ := os.ReadFile(path)
+		if bytes.Count(raw, []byte("\n")) >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d lines not written", n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent use.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
