@@ -148,6 +148,9 @@ func TestMonthCapReportedBeforeDayCap(t *testing.T) {
 		l := newLedger(t, k, p, Options{Now: newClock(now).Now})
 		mustCommit(t, l, mustReserve(t, l, acme, Amount{Tokens: 100}), Amount{Tokens: 100})
 		st, err := l.Check(ctx, acme)
+		if ee := (*ExceededError)(nil); !errors.As(err, &ee) {
+			t.Fatalf("Check at the cap: %v, want the ExceededError", err)
+		}
 		want := ExceededError{Account: acme, Scope: "tenant", Cap: TokensPerMonth, Period: "2026-11",
 			Limit: 100, Used: 100, RetryAfter: 20*24*time.Hour + 3*time.Hour + 12*time.Minute}
 		wantExceeded(t, st.Exceeded, want)

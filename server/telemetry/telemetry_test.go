@@ -195,7 +195,6 @@ func TestCallerCannotMintSeries(t *testing.T) {
 
 func TestBudgetGauges(t *testing.T) {
 	m := newTest(t, Options{})
-	type ctxKey struct{}
 	var mu sync.Mutex
 	committed := int64(1_250_000_000) // 1.25 €
 	sawCtx := false
