@@ -179,11 +179,11 @@ func TestNewRefusesBadConfiguration(t *testing.T) {
 		{"missing CA", backend(grpcproxy.Backend{Target: "x:1", TLS: &grpcproxy.TLS{CAFile: "/nonexistent/ca.pem"}}),
 			"ai.backends.ocr.tls: ca_file: open /nonexistent/ca.pem: no such file or directory"},
 		{"CA not PEM", backend(grpcproxy.Backend{Target: "x:1", TLS: &grpcproxy.TLS{CAFile: garbage}}),
-			"ai.backends.ocr.tls: ca_file: " + garbage + ": no PEM certificate"},
+			"ai.backends.ocr.tls: ca_file " + garbage + ": no PEM certificate in it"},
 		{"cert without key", backend(grpcproxy.Backend{Target: "x:1", TLS: &grpcproxy.TLS{CertFile: garbage}}),
-			"ai.backends.ocr.tls: cert_file and key_file go together"},
+			"ai.backends.ocr.tls: cert_file is set without key_file"},
 		{"bad key pair", backend(grpcproxy.Backend{Target: "x:1", TLS: &grpcproxy.TLS{CertFile: garbage, KeyFile: garbage}}),
-			"ai.backends.ocr.tls: cert_file, key_file: …"},
+			"ai.backends.ocr.tls: cert_file " + garbage + " with key_file " + garbage + ": …"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

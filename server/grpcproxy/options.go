@@ -2,11 +2,11 @@ package grpcproxy
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
+
+	"github.com/flexway/flexway/server/backends/clienttls"
 )
 
 // Options configures a [Proxy]; the gateway converts ai.grpc and the kind:
@@ -91,29 +91,7 @@ const defaultMaxMessageBytes = 4 << 20
 
 // config builds the client tls.Config; errors name the file.
 func (t *TLS) config() (*tls.Config, error) {
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName}
-	if t.CAFile != "" {
-		pem, err := os.ReadFile(t.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("ca_file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("ca_file: %s: no PEM certificate", t.CAFile)
-		}
-		cfg.RootCAs = pool
-	}
-	if (t.CertFile == "") != (t.KeyFile == "") {
-		return nil, errors.New("cert_file and key_file go together")
-	}
-	if t.CertFile != "" {
-		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("cert_file, key_file: %w", err)
-		}
-		cfg.Certificates = []tls.Certificate{cert}
-	}
-	return cfg, nil
+	return clienttls.Files{CAFile: t.CAFile, CertFile: t.CertFile, KeyFile: t.KeyFile, ServerName: t.ServerName}.Config()
 }
 
 // metadataKey returns name as a metadata key, lowercased, or an error when

@@ -2,15 +2,15 @@ package openai
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"time"
+
+	"github.com/flexway/flexway/server/backends/clienttls"
 )
 
 // Defaults of [Options].
@@ -362,42 +362,7 @@ func loadTLS(t TLS) (*tls.Config, error) {
 	if t.isZero() {
 		return nil, nil
 	}
-	conf := &tls.Config{MinVersion: tls.VersionTLS12}
-	if t.CAFile != "" {
-		pem, err := os.ReadFile(t.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("ca_file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("ca_file %s: no PEM certificate in it", t.CAFile)
-		}
-		conf.RootCAs = pool
-	}
-	switch {
-	case t.CertFile == "" && t.KeyFile == "":
-	case t.CertFile == "":
-		return nil, errors.New("key_file is set without cert_file")
-	case t.KeyFile == "":
-		return nil, errors.New("cert_file is set without key_file")
-	default:
-		// Read each file first, so that the error names the one that is
-		// missing or unreadable.
-		certPEM, err := os.ReadFile(t.CertFile)
-		if err != nil {
-			return nil, fmt.Errorf("cert_file: %w", err)
-		}
-		keyPEM, err := os.ReadFile(t.KeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("key_file: %w", err)
-		}
-		pair, err := tls.X509KeyPair(certPEM, keyPEM)
-		if err != nil {
-			return nil, fmt.Errorf("cert_file %s with key_file %s: %w", t.CertFile, t.KeyFile, err)
-		}
-		conf.Certificates = []tls.Certificate{pair}
-	}
-	return conf, nil
+	return clienttls.Files{CAFile: t.CAFile, CertFile: t.CertFile, KeyFile: t.KeyFile}.Config()
 }
 
 // newTransport returns the backend's one pooled transport. The
