@@ -150,8 +150,8 @@ func (r *recorder) Write(p []byte) (int, error) {
 // that many bytes: nothing more will be written, so flushing it now sends
 // it as net/http would at the handler's return.
 func (r *recorder) complete() bool {
-	cl := r.ResponseWriter.Header().Get("Content-Length")
-	return cl != "" && cl == strconv.FormatInt(r.bytes, 10)
+	n, err := strconv.ParseInt(r.ResponseWriter.Header().Get("Content-Length"), 10, 64)
+	return err == nil && n == r.bytes
 }
 
 // Flush implements http.Flusher.
