@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
 )
@@ -409,5 +411,109 @@ func TestGRPCRequestShape(t *testing.T) {
 	}
 	if v, ok := reqs[0].Body["max_tokens"]; !ok || v != nil {
 		t.Fatalf("upstream max_tokens %v (present %v), want null", v, ok)
+	}
+}
+
+// TestGRPCAnswersHoldNoNull: issue 12, item 18. A member the upstream sent
+// as JSON null (a message's refusal, a choice's logprobs, a chunk's usage)
+// is absent from a gRPC caller's extra_fields, not the string "null";
+// the HTTP front, on the same core, still writes it as the upstream did
+// (TestResponseFieldsReachClient and TestStreamChunksReachClient compare
+// the whole documents).
+func TestGRPCAnswersHoldNoNull(t *testing.T) {
+	events := []string{
+		`{"id":"c9","object":"chat.completion.chunk","created":1,"model":"m-large","system_fingerprint":null,"choices":[{"index":0,"delta":{"role":"assistant","content":"","refusal":null},"logprobs":null,"finish_reason":null}],"usage":null}`,
+		`{"id":"c9","object":"chat.completion.chunk","created":1,"model":"m-large","choices":[{"index":0,"delta":{"content":"Hi","refusal":null},"logprobs":null,"finish_reason":null}],"usage":null}`,
+		`{"id":"c9","object":"chat.completion.chunk","created":1,"model":"m-large","choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop"}],"usage":null}`,
+		`{"id":"c9","object":"chat.completion.chunk","created":1,"model":"m-large","choices":[],"usage":{"prompt_tokens":9,"completion_tokens":2,"total_tokens":11,"prompt_tokens_details":null}}`,
+	}
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		raw, _ := io.ReadAll(r.Body)
+		if strings.Contains(string(raw), `"stream":true`) {
+			sseUpstream(events...)(w, r)
+			return
+		}
+		jsonHandler(200, richCompletion)(w, r)
+	})
+	g := startGateway(t, baseConfig(t, up.URL, ""))
+	chat := flexwayv1.NewChatServiceClient(grpcConn(t, g))
+	// noNull fails on any extra_fields value "null" in m, at any depth.
+	var noNull func(t *testing.T, where string, m protoreflect.Message)
+	noNull = func(t *testing.T, where string, m protoreflect.Message) {
+		m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+			switch {
+			case fd.IsMap() && fd.Name() == "extra_fields":
+				v.Map().Range(func(k protoreflect.MapKey, v protoreflect.Value) bool {
+					if v.String() == "null" {
+						t.Errorf("%s.extra_fields[%q] = \"null\"", where, k.String())
+					}
+					return true
+				})
+			case fd.IsList() && fd.Message() != nil:
+				for i := 0; i < v.List().Len(); i++ {
+					noNull(t, fmt.Sprintf("%s.%s[%d]", where, fd.Name(), i), v.List().Get(i).Message())
+				}
+			case fd.Message() != nil && !fd.IsMap():
+				noNull(t, where+"."+string(fd.Name()), v.Message())
+			}
+			return true
+		})
+	}
+	n := int32(2)
+	resp, err := chat.CreateChatCompletion(withKey(t, demoKey), &flexwayv1.CreateChatCompletionRequest{
+		Model: "m-large", N: &n, Messages: []*flexwayv1.ChatMessage{userMessage("hi")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	noNull(t, "completion", resp.ProtoReflect())
+	c0 := resp.GetChoices()[0]
+	if _, ok := c0.GetMessage().GetExtraFields()["refusal"]; ok {
+		t.Errorf("refusal present: %q", c0.GetMessage().GetExtraFields())
+	}
+	if _, ok := resp.GetChoices()[1].GetExtraFields()["logprobs"]; ok {
+		t.Errorf("logprobs present: %q", resp.GetChoices()[1].GetExtraFields())
+	}
+	// What is not null is kept, nulls inside it included.
+	if lp := c0.GetExtraFields()["logprobs"]; !strings.Contains(lp, `"refusal": null`) {
+		t.Errorf("choice 0 logprobs %q", lp)
+	}
+	if a := c0.GetMessage().GetExtraFields()["annotations"]; a != "[]" {
+		t.Errorf("annotations %q", a)
+	}
+
+	include := true
+	stream, err := chat.StreamChatCompletion(withKey(t, demoKey), &flexwayv1.CreateChatCompletionRequest{
+		Model: "m-large", Messages: []*flexwayv1.ChatMessage{userMessage("hi")}, StreamOptions: &flexwayv1.StreamOptions{IncludeUsage: &include},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunks := 0
+	for {
+		ch, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		noNull(t, fmt.Sprintf("chunk %d", chunks), ch.ProtoReflect())
+		chunks++
+	}
+	if chunks != len(events) {
+		t.Fatalf("%d chunks, want %d", chunks, len(events))
+	}
+
+	// The HTTP front, same gateway, same core: the nulls as sent.
+	hresp := post(t, g, "/v1/chat/completions", `{"model":"m-large","n":2,"messages":[{"role":"user","content":"hi"}]}`)
+	semanticEqual(t, []byte(richCompletion), []byte(readAll(hresp)))
+	_, raw := streamBody(t, g, `{"model":"m-large","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`)
+	evs := sseEvents(raw)
+	if len(evs) != len(events)+1 {
+		t.Fatalf("events %q", evs)
+	}
+	for i, e := range events {
+		semanticEqual(t, []byte(e), []byte(evs[i]))
 	}
 }
