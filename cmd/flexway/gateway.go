@@ -145,6 +145,9 @@ func build(cfg *config.Config, log *slog.Logger, led *budget.Ledger, aw *auditlo
 				return m.Feature, ok
 			},
 			Record: recordLine(metrics),
+			// A model no backend declares is recorded as "other", as the
+			// metrics label it: a caller's model is not written whole.
+			ModelRequested: metrics.Model,
 			MeteredBy: func(backend string) string {
 				if b, ok := cfg.AI.Backends[backend]; ok && b.Metering != "" {
 					return string(b.Metering)
