@@ -33,8 +33,8 @@ import (
 //   - n outside 1..128 (`n`); a negative or non-integer max_tokens or
 //     max_completion_tokens;
 //   - a break of [CheckChatCompletionRequest]'s rules: a model over
-//     [MaxModelBytes] or with a control character (`model`), a role not in
-//     [Roles] (`messages[i].role`), a member that names a modelled field
+//     [MaxModelBytes] or with a control character (`model`), a role that is
+//     not OpenAI's (`messages[i].role`), a member that names a modelled field
 //     in another case or an image-bearing member (named as the client
 //     wrote it: `N`, `messages[i].content[j].IMAGE_URL`,
 //     `messages[i].images`).

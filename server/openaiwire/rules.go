@@ -17,10 +17,10 @@ import (
 // length.
 const MaxModelBytes = 256
 
-// Roles are the message roles of OpenAI's chat completions API
+// roles are the message roles of OpenAI's chat completions API
 // (`messages[].role`), as OpenAI spells them; any other role, a case
 // variant included, is refused, as OpenAI refuses it.
-var Roles = []string{"system", "developer", "user", "assistant", "tool", "function"}
+var roles = []string{"system", "developer", "user", "assistant", "tool", "function"}
 
 // CheckChatCompletionRequest applies to a chat request the rules that
 // every way in shares, whatever built the message (the HTTP parser, a gRPC
@@ -29,7 +29,9 @@ var Roles = []string{"system", "developer", "user", "assistant", "tool", "functi
 //
 //   - model is 1 to [MaxModelBytes] bytes of valid UTF-8 with no control
 //     character (unicode.IsControl: C0, DEL, C1);
-//   - every message's role is one of [Roles];
+//   - every message's role is one of OpenAI's: system, developer, user,
+//     assistant, tool, function (a case variant is refused, as OpenAI
+//     refuses it);
 //   - no extra_fields key, at any level (request, stream_options, message,
 //     content part, image_url), names a field that the level's message
 //     models, in any case (Unicode simple folding, as encoding/json
@@ -229,12 +231,12 @@ func checkModel(model string) error {
 
 // checkRole applies the role rule to message i.
 func checkRole(role string, i int) error {
-	for _, r := range Roles {
+	for _, r := range roles {
 		if role == r {
 			return nil
 		}
 	}
-	return fieldErr(fmt.Sprintf("messages[%d].role", i), "invalid value %s: supported values are %s", quoteKey(role), strings.Join(Roles, ", "))
+	return fieldErr(fmt.Sprintf("messages[%d].role", i), "invalid value %s: supported values are %s", quoteKey(role), strings.Join(roles, ", "))
 }
 
 // checkChat applies [CheckChatCompletionRequest]'s rules with params in
