@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
 	"github.com/flexway/flexway/server/report"
 )
@@ -449,4 +451,94 @@ func TestReportAfterIncompleteAuditLine(t *testing.T) {
 	if calls := rows[len(rows)-1]["calls"]; calls != 2.0 {
 		t.Fatalf("report counts %v calls, want 2", calls)
 	}
+}
+
+// TestAuditModelRequestedDeclaredOnly: issue 12, item 8. The audit line
+// records the requested model as given only when the configuration
+// declares it (a backend's models or default_model), else "other", the
+// label the metrics give an undeclared model; a model served by mapping
+// to default_model is still served.
+func TestAuditModelRequestedDeclaredOnly(t *testing.T) {
+	up := newUpstream(t, usageUpstream(7, 3))
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	g := startGateway(t, auditConfig(t, up.URL, path))
+	for _, model := range []string{"m", "gpt-unknown-" + strings.Repeat("x", 200)} {
+		resp := post(t, g, "/v1/chat/completions", `{"model":"`+model+`","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`)
+		if resp.StatusCode != 200 {
+			t.Fatalf("model %.20s…: status %d: %s", model, resp.StatusCode, readAll(resp))
+		}
+		io.Copy(io.Discard, resp.Body)
+	}
+	emb := post(t, g, "/v1/embeddings", `{"model":"text-embedding-undeclared","input":"a"}`)
+	io.Copy(io.Discard, emb.Body)
+	g.stop()
+	g.wait(t, 10*time.Second)
+	lines := auditLines(t, path)
+	if len(lines) != 3 {
+		t.Fatalf("%d audit lines, want 3: %v", len(lines), lines)
+	}
+	for i, want := range []string{"m", "other", "other"} {
+		if got := lines[i]["model_requested"]; got != want {
+			t.Errorf("line %d: model_requested %v, want %q", i, got, want)
+		}
+		if got := lines[i]["model_served"]; got != "m" {
+			t.Errorf("line %d: model_served %v, want m", i, got)
+		}
+	}
+}
+
+// TestHugeModelRefused: issue 12, item 8. A 2,000,000-character model is
+// refused (400 over HTTP, INVALID_ARGUMENT over gRPC) and never reaches
+// the upstream or the audit file, which `flexway report` still reads.
+func TestHugeModelRefused(t *testing.T) {
+	up := newUpstream(t, usageUpstream(7, 3))
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	g := startGateway(t, auditConfig(t, up.URL, path))
+	huge := strings.Repeat("m", 2_000_000)
+	for _, p := range []string{"/v1/chat/completions", "/v1/embeddings"} {
+		resp := post(t, g, p, `{"model":"`+huge+`","input":"a","messages":[{"role":"user","content":"hi"}]}`)
+		raw := readAll(resp)
+		if resp.StatusCode != 400 || !strings.Contains(raw, `"param":"model"`) || len(raw) > 1000 {
+			t.Fatalf("%s: status %d: %.300s", p, resp.StatusCode, raw)
+		}
+	}
+	conn := grpcConn(t, g)
+	_, err := flexwayv1.NewChatServiceClient(conn).CreateChatCompletion(withKey(t, demoKey), &flexwayv1.CreateChatCompletionRequest{
+		Model: huge, Messages: []*flexwayv1.ChatMessage{userMessage("hi")},
+	})
+	if code, param := grpcParam(err); code != codes.InvalidArgument || param != "model" {
+		t.Fatalf("gRPC: %v (param %q)", err, param)
+	}
+	resp := post(t, g, "/v1/chat/completions", chatBody)
+	io.Copy(io.Discard, resp.Body)
+	g.stop()
+	g.wait(t, 10*time.Second)
+	if n := len(up.requests()); n != 1 {
+		t.Fatalf("the upstream saw %d requests, want 1", n)
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(raw) > 4096 {
+		t.Fatalf("the audit file holds %d bytes for two lines", len(raw))
+	}
+	if calls := reportCalls(t, path); calls != 2 {
+		t.Fatalf("report counts %v calls, want 2 (the gRPC refusal and the served call)", calls)
+	}
+}
+
+// reportCalls runs `flexway report` on the audit file at path and returns
+// the calls of its last row, the total.
+func reportCalls(t *testing.T, path string) float64 {
+	t.Helper()
+	var out, errb strings.Builder
+	if err := run(context.Background(), []string{"report", "--audit", path, "--format", "json"}, &out, &errb); err != nil {
+		t.Fatalf("report: %v\n%s", err, errb.String())
+	}
+	var rows []struct{ Calls float64 }
+	if err := json.Unmarshal([]byte(out.String()), &rows); err != nil || len(rows) == 0 {
+		t.Fatalf("report output %q: %v", out.String(), err)
+	}
+	return rows[len(rows)-1].Calls
 }

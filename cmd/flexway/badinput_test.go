@@ -54,6 +54,19 @@ func TestBadInput(t *testing.T) {
 		{name: "embeddings_malformed", path: "/v1/embeddings", body: str(`{"model":"m-small","input":`), status: 400, code: "invalid_request"},
 		{name: "embeddings_no_input", path: "/v1/embeddings", body: str(`{"model":"m-small"}`), status: 400, code: "invalid_request", param: "input"},
 		{name: "embeddings_empty_input", path: "/v1/embeddings", body: str(`{"model":"m-small","input":[]}`), status: 400, code: "invalid_request", param: "input"},
+		// Issue 12, items 3, 8 and 18: a modelled field in another case, an
+		// image-bearing field other than an image_url part, a bad model, an
+		// unknown role.
+		{name: "n_case_variant", body: str(`{"model":"m-large","max_tokens":20,"n":1,"N":128,"messages":[{"role":"user","content":"hi"}]}`), status: 400, code: "invalid_request", param: "N"},
+		{name: "max_tokens_upper", body: str(`{"model":"m-large","max_tokens":20,"MAX_TOKENS":100000,"messages":[{"role":"user","content":"hi"}]}`), status: 400, code: "invalid_request", param: "MAX_TOKENS"},
+		{name: "stream_title_case", body: str(`{"model":"m-large","Stream":true,"messages":[{"role":"user","content":"hi"}]}`), status: 400, code: "invalid_request", param: "Stream"},
+		{name: "image_url_upper_in_part", body: str(`{"model":"m-large","messages":[{"role":"user","content":[{"type":"text","text":"what is it?","IMAGE_URL":{"url":"data:image/png;base64,iVBORw0KGgo="}}]}]}`), status: 400, code: "invalid_request", param: "messages[0].content[0].IMAGE_URL"},
+		{name: "message_images", body: str(`{"model":"m-large","messages":[{"role":"user","content":"what is it?","images":["iVBORw0KGgo="]}]}`), status: 400, code: "invalid_request", param: "messages[0].images"},
+		{name: "unknown_role", body: str(`{"model":"m-large","messages":[{"role":"user","content":"hi"},{"role":"wizard","content":"hi"}]}`), status: 400, code: "invalid_request", param: "messages[1].role"},
+		{name: "model_control_character", body: str(`{"model":"m-large\n","messages":[{"role":"user","content":"hi"}]}`), status: 400, code: "invalid_request", param: "model"},
+		{name: "model_too_long", body: str(`{"model":"` + strings.Repeat("m", 257) + `","messages":[{"role":"user","content":"hi"}]}`), status: 400, code: "invalid_request", param: "model"},
+		{name: "embeddings_model_too_long", path: "/v1/embeddings", body: str(`{"model":"` + strings.Repeat("m", 257) + `","input":"a"}`), status: 400, code: "invalid_request", param: "model"},
+		{name: "embeddings_input_case_variant", path: "/v1/embeddings", body: str(`{"model":"m-small","input":"a","Input":["b","c"]}`), status: 400, code: "invalid_request", param: "Input"},
 		{name: "body_over_limit", body: str(big), status: 413, code: "request_too_large"},
 		{name: "body_over_limit_chunked", body: func() io.Reader { return onlyReader{strings.NewReader(big)} }, status: 413, code: "request_too_large"},
 		{name: "no_authorization", body: str(`{"model":"m-large","messages":[{"role":"user","content":"hi"}]}`), headers: map[string]string{"Authorization": ""}, status: 401, code: "invalid_api_key"},

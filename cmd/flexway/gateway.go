@@ -30,6 +30,7 @@ import (
 	iaudit "github.com/flexway/flexway/interceptors/audit"
 	ibudget "github.com/flexway/flexway/interceptors/budget"
 	"github.com/flexway/flexway/interceptors/identity"
+	"github.com/flexway/flexway/interceptors/wirenull"
 	"github.com/flexway/flexway/server"
 	"github.com/flexway/flexway/server/admin"
 	auditlog "github.com/flexway/flexway/server/audit"
@@ -144,6 +145,9 @@ func build(cfg *config.Config, log *slog.Logger, led *budget.Ledger, aw *auditlo
 				return m.Feature, ok
 			},
 			Record: recordLine(metrics),
+			// A model no backend declares is recorded as "other", as the
+			// metrics label it: a caller's model is not written whole.
+			ModelRequested: metrics.Model,
 			MeteredBy: func(backend string) string {
 				if b, ok := cfg.AI.Backends[backend]; ok && b.Metering != "" {
 					return string(b.Metering)
@@ -169,7 +173,14 @@ func build(cfg *config.Config, log *slog.Logger, led *budget.Ledger, aw *auditlo
 	// With no metrics reader and no trace exporter, otelgrpc would measure
 	// for nobody: it is left out of the call's path.
 	instrumented := metrics.Exporting() || traced(cfg)
-	opts := append(chain.ServerOptions(), grpc.MaxRecvMsgSize(maxMsg), grpc.MaxSendMsgSize(64<<20))
+	// The gRPC listener alone drops the upstream's JSON nulls from the
+	// answers' extra_fields, outside the shared chain: the HTTP front, on
+	// the in-process channel, writes them back as the upstream sent them.
+	opts := append([]grpc.ServerOption{
+		grpc.ChainUnaryInterceptor(wirenull.UnaryServerInterceptor),
+		grpc.ChainStreamInterceptor(wirenull.StreamServerInterceptor),
+	}, chain.ServerOptions()...)
+	opts = append(opts, grpc.MaxRecvMsgSize(maxMsg), grpc.MaxSendMsgSize(64<<20))
 	if instrumented {
 		opts = append(opts, grpc.StatsHandler(otelgrpc.NewServerHandler(otelgrpc.WithTracerProvider(tp),
 			otelgrpc.WithMeterProvider(metrics.MeterProvider()), otelgrpc.WithFilter(knownMethod(proxy)))))

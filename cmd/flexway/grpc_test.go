@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
 )
@@ -287,5 +289,231 @@ func TestGRPCBadInputNeverReachesUpstream(t *testing.T) {
 	}
 	if n := len(up.requests()); n != 0 {
 		t.Errorf("%d bad requests reached the upstream", n)
+	}
+}
+
+// grpcParam returns the code of err and the param of its ErrorInfo (with
+// reason invalid_request, domain flexway.dev; "" otherwise).
+func grpcParam(err error) (codes.Code, string) {
+	st, _ := status.FromError(err)
+	for _, d := range st.Details() {
+		if d, ok := d.(*errdetails.ErrorInfo); ok && d.GetReason() == "invalid_request" && d.GetDomain() == "flexway.dev" {
+			return st.Code(), d.GetMetadata()["param"]
+		}
+	}
+	return st.Code(), ""
+}
+
+// callChat makes one chat call, streamed or not, and returns its error
+// (a stream's first Recv's).
+func callChat(ctx context.Context, chat flexwayv1.ChatServiceClient, req *flexwayv1.CreateChatCompletionRequest, streaming bool) error {
+	if !streaming {
+		_, err := chat.CreateChatCompletion(ctx, req)
+		return err
+	}
+	s, err := chat.StreamChatCompletion(ctx, req)
+	if err == nil {
+		_, err = s.Recv()
+	}
+	return err
+}
+
+// TestGRPCRequestShape: issue 12, items 1, 3, 8 and 18 over gRPC.
+// extra_fields never carry a field the messages model (the budget counts
+// the typed n and max_tokens, the upstream would read the carried ones; a
+// carried stream makes a unary call stream), in any case and at any level;
+// nor an image outside an image_url part; a model is at most 256 bytes
+// without control characters; a role is OpenAI's. Each is
+// INVALID_ARGUMENT naming the field, unary and streamed, and never reaches
+// the upstream.
+func TestGRPCRequestShape(t *testing.T) {
+	up := newUpstream(t, jsonHandler(200, completion))
+	g := startGateway(t, baseConfig(t, up.URL, ""))
+	conn := grpcConn(t, g)
+	chat := flexwayv1.NewChatServiceClient(conn)
+	req := func(edit func(r *flexwayv1.CreateChatCompletionRequest)) *flexwayv1.CreateChatCompletionRequest {
+		r := &flexwayv1.CreateChatCompletionRequest{Model: "m-large", Messages: []*flexwayv1.ChatMessage{userMessage("Hello")}}
+		edit(r)
+		return r
+	}
+	hi := "hi"
+	tests := []struct {
+		name  string
+		req   *flexwayv1.CreateChatCompletionRequest
+		param string
+	}{
+		{"extra n and max_tokens", req(func(r *flexwayv1.CreateChatCompletionRequest) {
+			r.ExtraFields = map[string]string{"n": "128", "max_tokens": "100000"}
+		}), "extra_fields.max_tokens"},
+		{"extra stream", req(func(r *flexwayv1.CreateChatCompletionRequest) { r.ExtraFields = map[string]string{"stream": "true"} }), "extra_fields.stream"},
+		{"extra N", req(func(r *flexwayv1.CreateChatCompletionRequest) { r.ExtraFields = map[string]string{"N": "128"} }), "extra_fields.N"},
+		{"extra max_completion_tokens", req(func(r *flexwayv1.CreateChatCompletionRequest) {
+			r.ExtraFields = map[string]string{"max_completion_tokens": "100000"}
+		}), "extra_fields.max_completion_tokens"},
+		{"extra include_usage", req(func(r *flexwayv1.CreateChatCompletionRequest) {
+			r.StreamOptions = &flexwayv1.StreamOptions{ExtraFields: map[string]string{"include_usage": "false"}}
+		}), "stream_options.extra_fields.include_usage"},
+		{"message extra content", req(func(r *flexwayv1.CreateChatCompletionRequest) {
+			r.Messages[0].ExtraFields = map[string]string{"content": `"more"`}
+		}), "messages[0].extra_fields.content"},
+		{"message images", req(func(r *flexwayv1.CreateChatCompletionRequest) {
+			r.Messages[0].ExtraFields = map[string]string{"images": `["iVBORw0KGgo="]`}
+		}), "messages[0].extra_fields.images"},
+		{"part IMAGE_URL", req(func(r *flexwayv1.CreateChatCompletionRequest) {
+			r.Messages[0].Content = &flexwayv1.ChatMessage_Parts{Parts: &flexwayv1.ContentParts{Parts: []*flexwayv1.ContentPart{
+				{Type: "text", Text: &hi, ExtraFields: map[string]string{"IMAGE_URL": `{"url":"data:image/png;base64,iVBORw0KGgo="}`}},
+			}}}
+		}), "messages[0].parts.parts[0].extra_fields.IMAGE_URL"},
+		{"unknown role", req(func(r *flexwayv1.CreateChatCompletionRequest) { r.Messages[0].Role = "wizard" }), "messages[0].role"},
+		{"model too long", req(func(r *flexwayv1.CreateChatCompletionRequest) { r.Model = strings.Repeat("m", 257) }), "model"},
+		{"model with a control character", req(func(r *flexwayv1.CreateChatCompletionRequest) { r.Model = "m-large\x1b[2J" }), "model"},
+	}
+	for _, tt := range tests {
+		for _, streaming := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s stream=%v", tt.name, streaming), func(t *testing.T) {
+				err := callChat(withKey(t, demoKey), chat, tt.req, streaming)
+				if code, param := grpcParam(err); code != codes.InvalidArgument || param != tt.param {
+					t.Fatalf("err = %v (param %q), want INVALID_ARGUMENT on %q", err, param, tt.param)
+				}
+			})
+		}
+	}
+	emb := flexwayv1.NewEmbeddingsServiceClient(conn)
+	text := &flexwayv1.EmbeddingInput{Input: &flexwayv1.EmbeddingInput_Text{Text: "a"}}
+	for name, tt := range map[string]struct {
+		req   *flexwayv1.CreateEmbeddingRequest
+		param string
+	}{
+		"embeddings extra input":    {&flexwayv1.CreateEmbeddingRequest{Model: "m-small", Input: text, ExtraFields: map[string]string{"input": `["b","c"]`}}, "extra_fields.input"},
+		"embeddings model too long": {&flexwayv1.CreateEmbeddingRequest{Model: strings.Repeat("m", 300), Input: text}, "model"},
+		"embeddings model with NUL": {&flexwayv1.CreateEmbeddingRequest{Model: "m\x00", Input: text}, "model"},
+	} {
+		_, err := emb.CreateEmbedding(withKey(t, demoKey), tt.req)
+		if code, param := grpcParam(err); code != codes.InvalidArgument || param != tt.param {
+			t.Errorf("%s: err = %v (param %q), want INVALID_ARGUMENT on %q", name, err, param, tt.param)
+		}
+	}
+	if n := len(up.requests()); n != 0 {
+		t.Fatalf("the upstream saw %d requests", n)
+	}
+	// What is not a modelled field is carried: the output-length fields of
+	// other servers among them (the budget counts those elsewhere), and a
+	// null under a typed field's name, as the HTTP parser keeps it.
+	_, err := chat.CreateChatCompletion(withKey(t, demoKey), req(func(r *flexwayv1.CreateChatCompletionRequest) {
+		r.ExtraFields = map[string]string{"n_predict": "64", "seed": "7", "max_tokens": "null"}
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reqs := up.requests()
+	if len(reqs) != 1 || reqs[0].Body["n_predict"] != 64.0 || reqs[0].Body["seed"] != 7.0 {
+		t.Fatalf("upstream requests %v", reqs)
+	}
+	if v, ok := reqs[0].Body["max_tokens"]; !ok || v != nil {
+		t.Fatalf("upstream max_tokens %v (present %v), want null", v, ok)
+	}
+}
+
+// TestGRPCAnswersHoldNoNull: issue 12, item 18. A member the upstream sent
+// as JSON null (a message's refusal, a choice's logprobs, a chunk's usage)
+// is absent from a gRPC caller's extra_fields, not the string "null";
+// the HTTP front, on the same core, still writes it as the upstream did
+// (TestResponseFieldsReachClient and TestStreamChunksReachClient compare
+// the whole documents).
+func TestGRPCAnswersHoldNoNull(t *testing.T) {
+	events := []string{
+		`{"id":"c9","object":"chat.completion.chunk","created":1,"model":"m-large","system_fingerprint":null,"choices":[{"index":0,"delta":{"role":"assistant","content":"","refusal":null},"logprobs":null,"finish_reason":null}],"usage":null}`,
+		`{"id":"c9","object":"chat.completion.chunk","created":1,"model":"m-large","choices":[{"index":0,"delta":{"content":"Hi","refusal":null},"logprobs":null,"finish_reason":null}],"usage":null}`,
+		`{"id":"c9","object":"chat.completion.chunk","created":1,"model":"m-large","choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop"}],"usage":null}`,
+		`{"id":"c9","object":"chat.completion.chunk","created":1,"model":"m-large","choices":[],"usage":{"prompt_tokens":9,"completion_tokens":2,"total_tokens":11,"prompt_tokens_details":null}}`,
+	}
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		raw, _ := io.ReadAll(r.Body)
+		if strings.Contains(string(raw), `"stream":true`) {
+			sseUpstream(events...)(w, r)
+			return
+		}
+		jsonHandler(200, richCompletion)(w, r)
+	})
+	g := startGateway(t, baseConfig(t, up.URL, ""))
+	chat := flexwayv1.NewChatServiceClient(grpcConn(t, g))
+	// noNull fails on any extra_fields value "null" in m, at any depth.
+	var noNull func(t *testing.T, where string, m protoreflect.Message)
+	noNull = func(t *testing.T, where string, m protoreflect.Message) {
+		m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+			switch {
+			case fd.IsMap() && fd.Name() == "extra_fields":
+				v.Map().Range(func(k protoreflect.MapKey, v protoreflect.Value) bool {
+					if v.String() == "null" {
+						t.Errorf("%s.extra_fields[%q] = \"null\"", where, k.String())
+					}
+					return true
+				})
+			case fd.IsList() && fd.Message() != nil:
+				for i := 0; i < v.List().Len(); i++ {
+					noNull(t, fmt.Sprintf("%s.%s[%d]", where, fd.Name(), i), v.List().Get(i).Message())
+				}
+			case fd.Message() != nil && !fd.IsMap():
+				noNull(t, where+"."+string(fd.Name()), v.Message())
+			}
+			return true
+		})
+	}
+	n := int32(2)
+	resp, err := chat.CreateChatCompletion(withKey(t, demoKey), &flexwayv1.CreateChatCompletionRequest{
+		Model: "m-large", N: &n, Messages: []*flexwayv1.ChatMessage{userMessage("hi")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	noNull(t, "completion", resp.ProtoReflect())
+	c0 := resp.GetChoices()[0]
+	if _, ok := c0.GetMessage().GetExtraFields()["refusal"]; ok {
+		t.Errorf("refusal present: %q", c0.GetMessage().GetExtraFields())
+	}
+	if _, ok := resp.GetChoices()[1].GetExtraFields()["logprobs"]; ok {
+		t.Errorf("logprobs present: %q", resp.GetChoices()[1].GetExtraFields())
+	}
+	// What is not null is kept, nulls inside it included.
+	if lp := c0.GetExtraFields()["logprobs"]; !strings.Contains(lp, `"refusal": null`) {
+		t.Errorf("choice 0 logprobs %q", lp)
+	}
+	if a := c0.GetMessage().GetExtraFields()["annotations"]; a != "[]" {
+		t.Errorf("annotations %q", a)
+	}
+
+	include := true
+	stream, err := chat.StreamChatCompletion(withKey(t, demoKey), &flexwayv1.CreateChatCompletionRequest{
+		Model: "m-large", Messages: []*flexwayv1.ChatMessage{userMessage("hi")}, StreamOptions: &flexwayv1.StreamOptions{IncludeUsage: &include},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunks := 0
+	for {
+		ch, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		noNull(t, fmt.Sprintf("chunk %d", chunks), ch.ProtoReflect())
+		chunks++
+	}
+	if chunks != len(events) {
+		t.Fatalf("%d chunks, want %d", chunks, len(events))
+	}
+
+	// The HTTP front, same gateway, same core: the nulls as sent.
+	hresp := post(t, g, "/v1/chat/completions", `{"model":"m-large","n":2,"messages":[{"role":"user","content":"hi"}]}`)
+	semanticEqual(t, []byte(richCompletion), []byte(readAll(hresp)))
+	_, raw := streamBody(t, g, `{"model":"m-large","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`)
+	evs := sseEvents(raw)
+	if len(evs) != len(events)+1 {
+		t.Fatalf("events %q", evs)
+	}
+	for i, e := range events {
+		semanticEqual(t, []byte(e), []byte(evs[i]))
 	}
 }

@@ -33,6 +33,10 @@ type Config struct {
 	MeteredBy func(backend string) string
 	// Record, when set, is given every line written (for metrics).
 	Record func(ctx context.Context, l *auditlog.Line)
+	// ModelRequested maps the caller's model to what the line records as
+	// model_requested: the model when the configuration declares it, else
+	// "other" (telemetry's Metrics.Model); nil records it as given.
+	ModelRequested func(model string) string
 }
 
 // Inference methods of flexway.v1.
@@ -168,6 +172,9 @@ func (c Config) write(ctx context.Context, a *auditing, err error) {
 		DurationMS:     float64(time.Since(st.Start).Microseconds()) / 1000,
 		KeyHash:        c.Writer.HashName(st.KeyName),
 		UserHash:       c.Writer.Hash(a.user),
+	}
+	if c.ModelRequested != nil {
+		l.ModelRequested = c.ModelRequested(l.ModelRequested)
 	}
 	if c.MeteredBy != nil && o.Backend != "" {
 		l.MeteredBy = c.MeteredBy(o.Backend)

@@ -1,7 +1,14 @@
 // Package validate checks every request message against its protovalidate
-// constraints (buf.validate annotations in proto/) before the service runs.
-// A violation is INVALID_ARGUMENT with ErrorInfo reason invalid_request and
-// the first violated field's path in metadata "param".
+// constraints (buf.validate annotations in proto/) before the service runs,
+// and chat and embeddings requests against the rules protovalidate cannot
+// express, the ones the HTTP parser applies too
+// ([openaiwire.CheckChatCompletionRequest],
+// [openaiwire.CheckEmbeddingRequest]: the model's length and characters,
+// the message roles, no modelled field carried in extra_fields). The chain
+// runs it on every call, gRPC and HTTP (the in-process channel) alike. A
+// violation is INVALID_ARGUMENT with ErrorInfo reason invalid_request and
+// the first violated field's path in metadata "param" (`n`,
+// `messages[0].role`, `extra_fields.max_tokens`).
 package validate
 
 import (
@@ -13,7 +20,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
+	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
 	"github.com/flexway/flexway/server/faults"
+	"github.com/flexway/flexway/server/openaiwire"
 )
 
 // UnaryServerInterceptor validates the request of unary calls with v.
@@ -55,6 +64,12 @@ func check(v protovalidate.Validator, m any) error {
 	}
 	err := v.Validate(msg)
 	if err == nil {
+		switch r := m.(type) {
+		case *flexwayv1.CreateChatCompletionRequest:
+			return openaiwire.CheckChatCompletionRequest(r)
+		case *flexwayv1.CreateEmbeddingRequest:
+			return openaiwire.CheckEmbeddingRequest(r)
+		}
 		return nil
 	}
 	var verr *protovalidate.ValidationError

@@ -31,7 +31,13 @@ import (
 //     without a string refusal (`...refusal`; the refusal is kept raw in
 //     the part's extra_fields);
 //   - n outside 1..128 (`n`); a negative or non-integer max_tokens or
-//     max_completion_tokens.
+//     max_completion_tokens;
+//   - a break of [CheckChatCompletionRequest]'s rules: a model over
+//     [MaxModelBytes] or with a control character (`model`), a role that is
+//     not OpenAI's (`messages[i].role`), a member that names a modelled field
+//     in another case or an image-bearing member (named as the client
+//     wrote it: `N`, `messages[i].content[j].IMAGE_URL`,
+//     `messages[i].images`).
 func ParseChatCompletionRequest(data []byte) (*flexwayv1.CreateChatCompletionRequest, error) {
 	req, err := parseChatCompletionRequest(data)
 	if err != nil {
@@ -94,6 +100,9 @@ func parseChatCompletionRequest(data []byte) (*flexwayv1.CreateChatCompletionReq
 	}
 	if len(req.Messages) == 0 {
 		return nil, fieldErr("messages", "you must provide at least one message")
+	}
+	if err := checkChat(req, openAINotation); err != nil {
+		return nil, err
 	}
 	return req, nil
 }

@@ -8,8 +8,9 @@
 // messages type the fields the gateway reasons about (model, messages,
 // max_tokens, usage, ...); every other JSON member of each object, at every
 // level, is kept in that message's extra_fields map, JSON name → the member's
-// raw JSON text, byte for byte as received, in a string (a gRPC caller sees
-// `"seed": "42"`, `"refusal": "null"`). Parsing then appending gives back a
+// raw JSON text, byte for byte as received, in a string (`"seed": "42"`,
+// `"refusal": "null"`; the gRPC listener drops the nulls from the answers
+// it sends, see interceptors/wirenull). Parsing then appending gives back a
 // document that is semantically identical to the input (key order aside): a
 // big `seed`, a vendor extension object, a `tool_calls` delta with
 // `"index": 0`, `content: null` beside tool_calls, content parts (never

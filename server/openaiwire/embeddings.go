@@ -24,7 +24,10 @@ import (
 // empty string or a negative token id; `input[i][j]` a negative or
 // non-integer token id in a token array (an empty token array is
 // `input[i]`); `dimensions` not a positive integer; `encoding_format`
-// neither "float" nor "base64". The size of input is not limited here.
+// neither "float" nor "base64"; a break of [CheckEmbeddingRequest]'s rules
+// (`model` over [MaxModelBytes] or with a control character, a member
+// naming a modelled field in another case, named as the client wrote it:
+// `Input`). The size of input is not limited here.
 func ParseEmbeddingRequest(data []byte) (*flexwayv1.CreateEmbeddingRequest, error) {
 	req, err := parseEmbeddingRequest(data)
 	if err != nil {
@@ -67,6 +70,9 @@ func parseEmbeddingRequest(data []byte) (*flexwayv1.CreateEmbeddingRequest, erro
 	}
 	if req.Input == nil {
 		return nil, fieldErr("input", "you must provide an input")
+	}
+	if err := checkEmbedding(req, openAINotation); err != nil {
+		return nil, err
 	}
 	return req, nil
 }

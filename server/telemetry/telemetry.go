@@ -244,6 +244,13 @@ func (m *Metrics) RecordCall(_ context.Context, c Call) {
 	}
 }
 
+// Model returns the model label of a call to model v: v when it is one
+// of [Options.Models] (the configuration's declared models) or "", else
+// [Other]. The audit line records a requested model through it, so that
+// what a caller names reaches neither a series nor the audit unless it is
+// declared.
+func (m *Metrics) Model(v string) string { return pick(m.models, v) }
+
 func (m *Metrics) seriesFor(k callKey) *callSeries {
 	if v, ok := m.series.Load(k); ok {
 		return v.(*callSeries)

@@ -193,6 +193,19 @@ func TestCallerCannotMintSeries(t *testing.T) {
 		`flexway_inference_tokens_total{agent="other",backend="other",capability="other",direction="input",feature="other",metered_by="other",model="other",operation="other",outcome="other",tenant="other"} 7`)
 }
 
+// TestModel: the model label, which the audit line's model_requested
+// reuses, is the model when declared, "" when none, else "other".
+func TestModel(t *testing.T) {
+	m := newTest(t, Options{})
+	for in, want := range map[string]string{
+		"gpt-4o-mini": "gpt-4o-mini", "": "", "gpt-4o-MINI": Other, strings.Repeat("m", 1000): Other,
+	} {
+		if got := m.Model(in); got != want {
+			t.Errorf("Model(%.20q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
 func TestBudgetGauges(t *testing.T) {
 	m := newTest(t, Options{})
 	var mu sync.Mutex
