@@ -148,9 +148,11 @@ type Options struct {
 	// deadlines are computed from it (and passed to the store, so a Redis
 	// store expires reservations by this clock, not by the server's).
 	Now func() time.Time
-	// ReservationTTL is how long a reservation holds budget unless committed
-	// or released; then it expires and its amount is available again.
-	// 0 or negative means 15 minutes.
+	// ReservationTTL is the lease of a reservation: how long it holds
+	// budget unless committed, released or renewed; the ledger renews the
+	// leases of the reservations it holds every third of it, so only a
+	// holder that died (or cannot reach the store) lets one expire, and its
+	// amount is then available again. 0 or negative means [LeaseTTL] (30 s).
 	ReservationTTL time.Duration
 }
 
@@ -200,8 +202,18 @@ type ExceededError struct {
 	Requested int64
 	// RetryAfter is the time from the ledger's Now to the rollover of the
 	// cap's period: the next midnight, or the first of the next month, in
-	// [Policy.Location].
+	// [Policy.Location]; when ByReservations, the time until enough of the
+	// reservations' leases end (at most the lease, [LeaseTTL]).
 	RetryAfter time.Duration
+	// ByReservations is true when the refusal is caused by reservations
+	// (calls in flight): the cap would fit the call (Reserve) or would not
+	// be reached (Check) if nothing were reserved. It lasts until those
+	// calls commit or release, or their leases end; retrying after
+	// RetryAfter may succeed.
+	ByReservations bool
+	// Reserved is, when ByReservations, the part of Used held by
+	// reservations, in the cap's unit.
+	Reserved int64
 }
 
 // Error returns e.g. `tenant "acme" reached its tokens_per_day cap
@@ -210,7 +222,9 @@ type ExceededError struct {
 // `tenant "acme" has 40 tokens left of its tokens_per_day cap (100 tokens)
 // for 2026-11-30, less than this call may use (1100 tokens: ...); it resets
 // in 3h12m`, or, when the call alone is bigger than the cap, a message
-// saying so without a wait.
+// saying so without a wait. When ByReservations, the wait is the
+// reservations': `...; 60 tokens of it are held by calls in flight, whose
+// reservations end or are settled within 20s`.
 func (e *ExceededError) Error() string {
 	who := "tenant " + strconv.Quote(e.Account.Tenant)
 	if e.Scope == "agent" {
@@ -220,6 +234,14 @@ func (e *ExceededError) Error() string {
 	if e.Requested > e.Limit {
 		return fmt.Sprintf("this call may use %s (its input and output allowance), more than %s's whole %s cap (%s): lower max_tokens or send less",
 			formatQuantity(u, e.Requested), who, e.Cap, formatQuantity(u, e.Limit))
+	}
+	if e.ByReservations {
+		held := fmt.Sprintf("%s of it are held by calls in flight, whose reservations end or are settled within %s", formatQuantity(u, e.Reserved), formatWait(e.RetryAfter))
+		if e.Requested > 0 && e.Used < e.Limit {
+			return fmt.Sprintf("%s has %s left of its %s cap (%s) for %s, less than this call may use (%s: its input and output allowance, max_tokens or the configured default); %s",
+				who, formatQuantity(u, e.Limit-e.Used), e.Cap, formatQuantity(u, e.Limit), e.Period, formatQuantity(u, e.Requested), held)
+		}
+		return fmt.Sprintf("%s reached its %s cap (%s) for %s; %s", who, e.Cap, formatQuantity(u, e.Limit), e.Period, held)
 	}
 	if e.Requested > 0 && e.Used < e.Limit {
 		return fmt.Sprintf("%s has %s left of its %s cap (%s) for %s, less than this call may use (%s: its input and output allowance, max_tokens or the configured default); it resets in %s",

@@ -179,7 +179,7 @@ type countingStore struct {
 	calls atomic.Int64
 }
 
-func (c *countingStore) reserve(ctx context.Context, id string, lines []line, now, deadline time.Time) (int, int64, error) {
+func (c *countingStore) reserve(ctx context.Context, id string, lines []line, now, deadline time.Time) (int, balance, error) {
 	c.calls.Add(1)
 	return c.Store.reserve(ctx, id, lines, now, deadline)
 }

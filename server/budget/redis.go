@@ -133,6 +133,33 @@ end
 return out
 `)
 
+// renew: KEYS = marker, then z per reservation line; ARGV = deadline ms,
+// then the member ("<id>/<amount>") per key. ZADD XX: a reservation that
+// was finished or purged is not brought back.
+var renewScript = redis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 0 then return redis.error_reply('` + noMarkerReply + `') end
+for i = 2, #KEYS do
+  redis.call('ZADD', KEYS[i], 'XX', ARGV[1], ARGV[i])
+end
+return 1
+`)
+
+// leaseEnd: KEYS = z; ARGV = now ms, need. Returns the deadline (ms) at
+// which the unexpired reservations ending first hold need in total, or -1
+// (they hold less, among the first 1024).
+var leaseEndScript = redis.NewScript(`
+local ms = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. ARGV[1], '+inf', 'WITHSCORES', 'LIMIT', 0, 1024)
+local need, freed = tonumber(ARGV[2]), 0
+for i = 1, #ms, 2 do
+  freed = freed + tonumber(string.match(ms[i], '/(%d+)$') or '0')
+  if freed >= need then return ms[i + 1] end
+end
+return -1
+`)
+
+// renewBatch is how many reservation lines one renew script carries.
+const renewBatch = 512
+
 // redisStore is the Redis-backed Store. Amounts are exact int64 in Redis
 // (INCRBY, HINCRBY); the limit comparison inside the reserve script uses
 // Lua numbers (doubles), exact up to 2^53 (9e15 tokens, or about 9 million
@@ -295,7 +322,7 @@ func replyInt(v any) (int64, error) {
 
 func unixMs(t time.Time) string { return strconv.FormatInt(t.UnixMilli(), 10) }
 
-func (s *redisStore) reserve(ctx context.Context, id string, lines []line, now, deadline time.Time) (int, int64, error) {
+func (s *redisStore) reserve(ctx context.Context, id string, lines []line, now, deadline time.Time) (int, balance, error) {
 	keys := make([]string, 1, 1+2*len(lines))
 	keys[0] = markerKey
 	args := make([]any, 3, 3+3*len(lines))
@@ -306,11 +333,11 @@ func (s *redisStore) reserve(ctx context.Context, id string, lines []line, now, 
 	}
 	res, err := reserveScript.Run(ctx, s.c, keys, args...).Slice()
 	if err != nil {
-		return 0, 0, s.fail(ctx, "reserve", err)
+		return 0, balance{}, s.fail(ctx, "reserve", err)
 	}
 	if len(res) == 1 {
 		if v, ok := res[0].(int64); ok && v == -1 {
-			return -1, 0, nil
+			return -1, balance{}, nil
 		}
 	}
 	if len(res) == 3 {
@@ -318,10 +345,10 @@ func (s *redisStore) reserve(ctx context.Context, id string, lines []line, now, 
 		com, err1 := replyInt(res[1])
 		rsv, err2 := replyInt(res[2])
 		if ok && i >= 0 && int(i) < len(lines) && err1 == nil && err2 == nil {
-			return int(i), satAdd(com, rsv), nil
+			return int(i), balance{committed: com, reserved: rsv}, nil
 		}
 	}
-	return 0, 0, s.fail(ctx, "reserve", fmt.Errorf("unexpected reply %v", res))
+	return 0, balance{}, s.fail(ctx, "reserve", fmt.Errorf("unexpected reply %v", res))
 }
 
 func (s *redisStore) finish(ctx context.Context, op string, id string, lines []line, add bool) error {
@@ -373,6 +400,48 @@ func (s *redisStore) balances(ctx context.Context, buckets []string, now time.Ti
 		out[i] = balance{committed: com, reserved: rsv}
 	}
 	return out, nil
+}
+
+func (s *redisStore) renew(ctx context.Context, leases []lease, _, deadline time.Time) error {
+	keys := []string{markerKey}
+	args := []any{unixMs(deadline)}
+	flush := func() error {
+		if err := renewScript.Run(ctx, s.c, keys, args...).Err(); err != nil {
+			return s.fail(ctx, "renew", err)
+		}
+		keys, args = keys[:1], args[:1]
+		return nil
+	}
+	for _, l := range leases {
+		for _, ln := range l.lines {
+			keys = append(keys, keyPrefix+"z:"+ln.bucket)
+			args = append(args, l.id+"/"+strconv.FormatInt(ln.amount, 10))
+		}
+		if len(keys) > renewBatch {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+	if len(keys) > 1 {
+		return flush()
+	}
+	return nil
+}
+
+func (s *redisStore) leaseEnd(ctx context.Context, bucket string, need int64, now time.Time) (time.Time, error) {
+	v, err := leaseEndScript.Run(ctx, s.c, []string{keyPrefix + "z:" + bucket}, unixMs(now), need).Result()
+	if err != nil {
+		return time.Time{}, s.fail(ctx, "lease end", err)
+	}
+	ms, err := replyInt(v)
+	if err != nil {
+		return time.Time{}, s.fail(ctx, "lease end", fmt.Errorf("unexpected reply %v", v))
+	}
+	if ms < 0 {
+		return time.Time{}, nil
+	}
+	return time.UnixMilli(ms), nil
 }
 
 // Close closes the Redis client. Idempotent.
