@@ -177,6 +177,15 @@ var ErrNotDurable = errors.New("usage counted in memory, not yet written to disk
 // operator runs `flexway ledger init` (new ledger) or restores the data.
 var ErrNoMarker = errors.New("the Redis ledger has no marker — it is new or lost its data; run `flexway ledger init` for a new one, or restore its data; metered calls are refused until then")
 
+// ErrRolledBack is wrapped (together with [ErrUnavailable]) once a Redis
+// ledger was found to hold fewer commits than a replica had seen: its
+// commit sequence went back (Redis restarted from an RDB snapshot or an
+// AOF that missed its last writes, a failover promoted a replica that
+// lagged, or a backup was restored). The budget it holds is then too low,
+// so every replica refuses metered calls until an operator checks it and
+// runs `flexway ledger accept-rollback` ([AcceptRedisRollback]).
+var ErrRolledBack = errors.New("the Redis ledger went back in time: it lost commits that replicas had seen (a restart from an older RDB snapshot or an AOF without its last writes, a failover to a replica that lagged, or a restored backup); metered calls are refused until an operator checks it and runs `flexway ledger accept-rollback`")
+
 // ExceededError reports a hard cap: the account's usage (committed plus
 // reserved) reached its limit ([Ledger.Check]) or would pass it with the
 // amount asked for ([Ledger.Reserve]). Its message is safe to show the
