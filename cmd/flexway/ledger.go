@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"time"
 
 	auditlog "github.com/flexway/flexway/server/audit"
@@ -16,21 +17,31 @@ import (
 // ledgerClock, when set by a test, is the ledger's clock.
 var ledgerClock func() time.Time
 
+// ledgerLease, when set by a test, is the reservations' lease (else
+// budget.LeaseTTL).
+var ledgerLease time.Duration
+
 // openLedger opens ai.budget.store and returns the ledger over it with the
 // configured caps. The embedded store is a file only one process may hold.
-// A Redis store need not be up or initialised: the gateway starts, warn is
+// A Redis store need not be up or initialised: the gateway starts, log is
 // told, and metered calls are refused until it is (its state is checked on
-// every call).
-func openLedger(ctx context.Context, cfg *config.Config, warn func(string)) (*budget.Ledger, error) {
+// every call); its own files (ai.budget.store.path: the commit sequence
+// it saw, the journal of commits Redis could not take) are one replica's.
+// log may be nil.
+func openLedger(ctx context.Context, cfg *config.Config, log *slog.Logger) (*budget.Ledger, error) {
 	p, err := ledgerPolicy(cfg)
 	if err != nil {
 		return nil, err
 	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	warn := func(msg string) { log.Warn("budget ledger", "warning", msg) }
 	var store budget.Store
 	switch s := cfg.AI.Budget.Store; s.Type {
 	case config.StoreRedis:
-		store, err = budget.OpenRedis(ctx, s.URL)
-		if err == nil && warn != nil {
+		store, err = budget.OpenRedisWithOptions(ctx, s.URL, budget.RedisOptions{Path: s.Path, Logger: log})
+		if err == nil {
 			if cerr := budget.CheckRedis(ctx, s.URL); cerr != nil {
 				warn("metered calls are refused (503) until the Redis ledger is back: " + cerr.Error())
 			}
@@ -41,7 +52,7 @@ func openLedger(ctx context.Context, cfg *config.Config, warn func(string)) (*bu
 	if err != nil {
 		return nil, fmt.Errorf("ai.budget.store: %w", err)
 	}
-	return budget.New(p, store, budget.Options{Now: ledgerClock}), nil
+	return budget.New(p, store, budget.Options{Now: ledgerClock, ReservationTTL: ledgerLease}), nil
 }
 
 // ledgerPolicy is the caps part of cfg.
@@ -109,6 +120,35 @@ func ledgerInit(ctx context.Context, path string, stdout, stderr io.Writer) erro
 	} else {
 		fmt.Fprintln(stdout, "flexway ledger init: the Redis ledger was already initialised; nothing changed")
 	}
+	return nil
+}
+
+// ledgerAcceptRollback accepts the Redis ledger's current state after a
+// rollback was reported (Redis lost commits replicas had seen): it starts
+// a new epoch of the commit sequence, so that replicas meter again from
+// what Redis holds now. It says what it found; the commits Redis lost are
+// not brought back (restore them from a backup first if you have one).
+func ledgerAcceptRollback(ctx context.Context, path string, stdout, stderr io.Writer) error {
+	cfg, _, err := loadConfig(path, stderr)
+	if err != nil {
+		return err
+	}
+	s := cfg.AI.Budget.Store
+	if s.Type != config.StoreRedis {
+		fmt.Fprintf(stderr, "flexway ledger accept-rollback: ai.budget.store.type is %s; only a redis ledger can be rolled back under its replicas\n", s.Type)
+		return errSilent
+	}
+	found, epoch, err := budget.AcceptRedisRollback(ctx, s.URL)
+	if err != nil {
+		fmt.Fprintf(stderr, "flexway ledger accept-rollback: %v\n", err)
+		return errSilent
+	}
+	if f := strings.Fields(found.RolledBack); len(f) == 4 {
+		fmt.Fprintf(stdout, "flexway ledger accept-rollback: Redis holds commit %d of epoch %d; a replica had seen commit %s of epoch %s: the commits between are lost\n", found.Seq, found.Epoch, f[3], f[2])
+	} else {
+		fmt.Fprintf(stdout, "flexway ledger accept-rollback: no replica had reported a rollback; Redis holds commit %d of epoch %d\n", found.Seq, found.Epoch)
+	}
+	fmt.Fprintf(stdout, "flexway ledger accept-rollback: accepted as it is (new epoch %d); replicas meter again from it at their next call, and replay the commits they journaled\n", epoch)
 	return nil
 }
 

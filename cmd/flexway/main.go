@@ -3,6 +3,7 @@
 //	flexway serve    --config flexway.yaml   run the gateway
 //	flexway validate --config flexway.yaml   check a configuration, print every error and warning
 //	flexway ledger init --config flexway.yaml  initialise a new Redis budget ledger
+//	flexway ledger accept-rollback --config flexway.yaml  accept a Redis ledger that lost commits
 //	flexway version                          print the version
 //
 // main only wires signals; [run] does the work and is what tests call.

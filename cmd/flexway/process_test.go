@@ -25,6 +25,11 @@ import (
 // re-executed with FLEXWAY_TEST_EXEC=1, is the flexway command.
 func TestMain(m *testing.M) {
 	if os.Getenv("FLEXWAY_TEST_EXEC") == "1" {
+		// A test's short reservation lease (testLeaseEnv), for the
+		// replica-kill tests; production binaries have no such hook.
+		if v, err := time.ParseDuration(os.Getenv(testLeaseEnv)); err == nil {
+			ledgerLease = v
+		}
 		main()
 		os.Exit(0)
 	}
@@ -110,9 +115,9 @@ func testRedis(t *testing.T, db int) string {
 	return u
 }
 
-// startRedis starts a redis-server on a free loopback port, without
-// persistence, stopped when the test ends.
-func startRedis(t *testing.T) string {
+// redisBin is redis-server's path; without it the test is skipped, unless
+// FLEXWAY_REQUIRE_REDIS=1.
+func redisBin(t *testing.T) string {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -121,6 +126,14 @@ func startRedis(t *testing.T) string {
 		}
 		t.Skip("redis-server is not installed (FLEXWAY_REQUIRE_REDIS=1 makes this a failure)")
 	}
+	return bin
+}
+
+// startRedis starts a redis-server on a free loopback port, without
+// persistence, stopped when the test ends.
+func startRedis(t *testing.T) string {
+	t.Helper()
+	bin := redisBin(t)
 	addr := freePort(t)
 	_, port, _ := net.SplitHostPort(addr)
 	var out bytes.Buffer

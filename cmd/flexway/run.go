@@ -25,6 +25,9 @@ commands:
   ledger init --config FILE
                            initialise a new Redis budget ledger (ai.budget.store.type: redis):
                            writes its marker, so that metered calls are served
+  ledger accept-rollback --config FILE
+                           accept a Redis budget ledger that lost commits (replicas refuse
+                           metered calls with 503 once they see it): meter again from what it holds
   report   --audit PATH [--month YYYY-MM | --from DATE --to DATE] [--by tenant,agent,backend,model]
            [--format table|csv|json] [--tz ZONE]
                            chargeback from the audit log: calls, tokens, euros per tenant (--help)
@@ -66,13 +69,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		return validate(*configPath, stdout)
 	case "ledger":
-		if len(rest) == 0 || rest[0] != "init" {
-			fmt.Fprintf(stderr, "flexway ledger: want the subcommand init\n%s", usage)
+		if len(rest) == 0 || (rest[0] != "init" && rest[0] != "accept-rollback") {
+			fmt.Fprintf(stderr, "flexway ledger: want the subcommand init or accept-rollback\n%s", usage)
 			return errSilent
 		}
+		sub := rest[0]
 		rest = rest[1:]
 		if err := parse(); err != nil {
 			return helpIsNoError(err)
+		}
+		if sub == "accept-rollback" {
+			return ledgerAcceptRollback(ctx, *configPath, stdout, stderr)
 		}
 		return ledgerInit(ctx, *configPath, stdout, stderr)
 	case "report":

@@ -54,7 +54,7 @@ func serve(ctx context.Context, path string, stdout, stderr io.Writer, ready lis
 	if err != nil {
 		return err
 	}
-	led, err := openLedger(ctx, cfg, func(msg string) { log.Warn("budget ledger", "warning", msg) })
+	led, err := openLedger(ctx, cfg, log)
 	if err != nil {
 		return err
 	}

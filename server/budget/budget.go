@@ -148,9 +148,11 @@ type Options struct {
 	// deadlines are computed from it (and passed to the store, so a Redis
 	// store expires reservations by this clock, not by the server's).
 	Now func() time.Time
-	// ReservationTTL is how long a reservation holds budget unless committed
-	// or released; then it expires and its amount is available again.
-	// 0 or negative means 15 minutes.
+	// ReservationTTL is the lease of a reservation: how long it holds
+	// budget unless committed, released or renewed; the ledger renews the
+	// leases of the reservations it holds every third of it, so only a
+	// holder that died (or cannot reach the store) lets one expire, and its
+	// amount is then available again. 0 or negative means [LeaseTTL] (30 s).
 	ReservationTTL time.Duration
 }
 
@@ -174,6 +176,15 @@ var ErrNotDurable = errors.New("usage counted in memory, not yet written to disk
 // [InitRedis], or it lost its data. Metered calls must be refused until the
 // operator runs `flexway ledger init` (new ledger) or restores the data.
 var ErrNoMarker = errors.New("the Redis ledger has no marker — it is new or lost its data; run `flexway ledger init` for a new one, or restore its data; metered calls are refused until then")
+
+// ErrRolledBack is wrapped (together with [ErrUnavailable]) once a Redis
+// ledger was found to hold fewer commits than a replica had seen: its
+// commit sequence went back (Redis restarted from an RDB snapshot or an
+// AOF that missed its last writes, a failover promoted a replica that
+// lagged, or a backup was restored). The budget it holds is then too low,
+// so every replica refuses metered calls until an operator checks it and
+// runs `flexway ledger accept-rollback` ([AcceptRedisRollback]).
+var ErrRolledBack = errors.New("the Redis ledger went back in time: it lost commits that replicas had seen (a restart from an older RDB snapshot or an AOF without its last writes, a failover to a replica that lagged, or a restored backup); metered calls are refused until an operator checks it and runs `flexway ledger accept-rollback`")
 
 // ExceededError reports a hard cap: the account's usage (committed plus
 // reserved) reached its limit ([Ledger.Check]) or would pass it with the
@@ -200,8 +211,18 @@ type ExceededError struct {
 	Requested int64
 	// RetryAfter is the time from the ledger's Now to the rollover of the
 	// cap's period: the next midnight, or the first of the next month, in
-	// [Policy.Location].
+	// [Policy.Location]; when ByReservations, the time until enough of the
+	// reservations' leases end (at most the lease, [LeaseTTL]).
 	RetryAfter time.Duration
+	// ByReservations is true when the refusal is caused by reservations
+	// (calls in flight): the cap would fit the call (Reserve) or would not
+	// be reached (Check) if nothing were reserved. It lasts until those
+	// calls commit or release, or their leases end; retrying after
+	// RetryAfter may succeed.
+	ByReservations bool
+	// Reserved is, when ByReservations, the part of Used held by
+	// reservations, in the cap's unit.
+	Reserved int64
 }
 
 // Error returns e.g. `tenant "acme" reached its tokens_per_day cap
@@ -210,7 +231,9 @@ type ExceededError struct {
 // `tenant "acme" has 40 tokens left of its tokens_per_day cap (100 tokens)
 // for 2026-11-30, less than this call may use (1100 tokens: ...); it resets
 // in 3h12m`, or, when the call alone is bigger than the cap, a message
-// saying so without a wait.
+// saying so without a wait. When ByReservations, the wait is the
+// reservations': `...; 60 tokens of it are held by calls in flight, whose
+// reservations end or are settled within 20s`.
 func (e *ExceededError) Error() string {
 	who := "tenant " + strconv.Quote(e.Account.Tenant)
 	if e.Scope == "agent" {
@@ -220,6 +243,14 @@ func (e *ExceededError) Error() string {
 	if e.Requested > e.Limit {
 		return fmt.Sprintf("this call may use %s (its input and output allowance), more than %s's whole %s cap (%s): lower max_tokens or send less",
 			formatQuantity(u, e.Requested), who, e.Cap, formatQuantity(u, e.Limit))
+	}
+	if e.ByReservations {
+		held := fmt.Sprintf("%s of it are held by calls in flight, whose reservations end or are settled within %s", formatQuantity(u, e.Reserved), formatWait(e.RetryAfter))
+		if e.Requested > 0 && e.Used < e.Limit {
+			return fmt.Sprintf("%s has %s left of its %s cap (%s) for %s, less than this call may use (%s: its input and output allowance, max_tokens or the configured default); %s",
+				who, formatQuantity(u, e.Limit-e.Used), e.Cap, formatQuantity(u, e.Limit), e.Period, formatQuantity(u, e.Requested), held)
+		}
+		return fmt.Sprintf("%s reached its %s cap (%s) for %s; %s", who, e.Cap, formatQuantity(u, e.Limit), e.Period, held)
 	}
 	if e.Requested > 0 && e.Used < e.Limit {
 		return fmt.Sprintf("%s has %s left of its %s cap (%s) for %s, less than this call may use (%s: its input and output allowance, max_tokens or the configured default); it resets in %s",

@@ -10,9 +10,10 @@
 // A [Ledger] applies a [Policy] (caps, soft fraction, time zone of the
 // periods) over a [Store]. Two stores exist: [OpenEmbedded], a bbolt file
 // owned by one process, and [OpenRedis], a Redis server shared by replicas
-// (one atomic Lua script per reserve, commit and release). A reservation not
-// committed or released before its deadline ([Options.ReservationTTL])
-// expires, so a crashed process strands no budget.
+// (one atomic Lua script per reserve, commit and release). A reservation is
+// a lease ([LeaseTTL], 30 s) that its ledger renews while the call runs; one
+// not committed, released or renewed before its lease ends expires, so a
+// crashed process strands no budget for longer than the lease.
 //
 // Every account has three buckets per period — tokens of the day, tokens of
 // the month, nano-euros of the month — for the tenant and, for an agent's

@@ -1,6 +1,7 @@
 package budget
 
 import (
+	"cmp"
 	"container/heap"
 	"context"
 	"encoding/binary"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -543,25 +545,25 @@ func (s *embedded) drop(r *eres) {
 	}
 }
 
-func (s *embedded) reserve(_ context.Context, id string, lines []line, now, deadline time.Time) (int, int64, error) {
+func (s *embedded) reserve(_ context.Context, id string, lines []line, now, deadline time.Time) (int, balance, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return 0, 0, s.unusable("closed")
+		return 0, balance{}, s.unusable("closed")
 	}
 	if err := s.failure(); err != nil {
-		return 0, 0, s.refusing(err)
+		return 0, balance{}, s.refusing(err)
 	}
 	s.sweep(now)
 	r := &eres{id: id, deadline: deadline.UnixNano(), lines: make([]eline, len(lines))}
 	for i, l := range lines {
 		b, err := s.bucket(l.bucket, l.expireAt)
 		if err != nil {
-			return 0, 0, err
+			return 0, balance{}, err
 		}
 		used := satAdd(b.committed, b.reserved)
 		if l.limit >= 0 && satAdd(used, l.amount) > l.limit {
-			return i, used, nil
+			return i, balance{committed: b.committed, reserved: b.reserved}, nil
 		}
 		r.lines[i] = eline{b: b, amount: l.amount}
 	}
@@ -570,7 +572,58 @@ func (s *embedded) reserve(_ context.Context, id string, lines []line, now, dead
 	}
 	s.res[id] = r
 	heap.Push(&s.expiry, r)
-	return -1, 0, nil
+	return -1, balance{}, nil
+}
+
+// renew implements Store: the leases of the reservations still held move
+// to deadline. (A crash frees every reservation here anyway: they live in
+// this process's memory; the lease bounds a call that never settles.)
+func (s *embedded) renew(_ context.Context, leases []lease, now, deadline time.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return s.unusable("closed")
+	}
+	s.sweep(now)
+	for _, l := range leases {
+		if r, ok := s.res[l.id]; ok {
+			r.deadline = deadline.UnixNano()
+			heap.Fix(&s.expiry, r.index)
+		}
+	}
+	return nil
+}
+
+// leaseEnd implements Store, from the reservations in memory (only on a
+// refusal's path: it looks at every reservation held).
+func (s *embedded) leaseEnd(_ context.Context, bucket string, need int64, now time.Time) (time.Time, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return time.Time{}, s.unusable("closed")
+	}
+	s.sweep(now)
+	b, ok := s.buckets[bucket]
+	if !ok {
+		return time.Time{}, nil
+	}
+	type held struct{ deadline, amount int64 }
+	var hs []held
+	for _, r := range s.res {
+		for _, l := range r.lines {
+			if l.b == b && l.amount > 0 {
+				hs = append(hs, held{r.deadline, l.amount})
+			}
+		}
+	}
+	slices.SortFunc(hs, func(x, y held) int { return cmp.Compare(x.deadline, y.deadline) })
+	var freed int64
+	for _, h := range hs {
+		if freed = satAdd(freed, h.amount); freed >= need {
+			return time.Unix(0, h.deadline), nil
+		}
+	}
+	return time.Time{}, nil
 }
 
 func (s *embedded) release(_ context.Context, id string, _ []line, now time.Time) error {

@@ -111,7 +111,9 @@ func freePort(t testing.TB) int {
 	return 0
 }
 
-func startRedis(t testing.TB) *redisServer {
+// redisBinary is redis-server's path; the test is skipped without it
+// (failed with FLEXWAY_REQUIRE_REDIS=1).
+func redisBinary(t testing.TB) string {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -120,6 +122,12 @@ func startRedis(t testing.TB) *redisServer {
 		}
 		t.Skip("redis-server not on PATH (set FLEXWAY_REQUIRE_REDIS=1 to fail instead)")
 	}
+	return bin
+}
+
+func startRedis(t testing.TB) *redisServer {
+	t.Helper()
+	bin := redisBinary(t)
 	for attempt := 0; ; attempt++ {
 		port := freePort(t)
 		dir := t.TempDir()
@@ -179,7 +187,7 @@ type countingStore struct {
 	calls atomic.Int64
 }
 
-func (c *countingStore) reserve(ctx context.Context, id string, lines []line, now, deadline time.Time) (int, int64, error) {
+func (c *countingStore) reserve(ctx context.Context, id string, lines []line, now, deadline time.Time) (int, balance, error) {
 	c.calls.Add(1)
 	return c.Store.reserve(ctx, id, lines, now, deadline)
 }

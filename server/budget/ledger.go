@@ -51,7 +51,32 @@ type Ledger struct {
 	idPrefix string
 	seq      atomic.Uint64
 	per      atomic.Pointer[periods]
+
+	// live are the reservations this ledger holds and renews (see
+	// [LeaseTTL]), by id.
+	liveMu    sync.Mutex
+	live      map[string]*Reservation
+	stop      chan struct{}
+	stopped   chan struct{}
+	closeOnce sync.Once
 }
+
+// LeaseTTL is how long a reservation holds budget in the store unless its
+// ledger renews it ([Options.ReservationTTL] overrides it): a ledger renews
+// every reservation it holds every LeaseRenewEvery, so a live call keeps its
+// hold for as long as it runs, and the hold of a replica that died (kill -9,
+// a lost host) frees within LeaseTTL of its last renewal.
+const LeaseTTL = 30 * time.Second
+
+// LeaseRenewEvery is how often a ledger renews its reservations' leases:
+// a third of [LeaseTTL], so that two renewals in a row may fail (a Redis
+// blip) before a live call's hold lapses. With another ReservationTTL it is
+// a third of that.
+const LeaseRenewEvery = LeaseTTL / 3
+
+// leaseMaxAge bounds how long a reservation is renewed: a Reservation never
+// committed nor released (a bug) stops holding budget after it.
+const leaseMaxAge = 2 * time.Hour
 
 // New returns a ledger enforcing p over s, which it owns from then on
 // ([Ledger.Close] closes it). s must not be nil. p is copied: later changes
@@ -60,12 +85,13 @@ func New(p Policy, s Store, o Options) *Ledger {
 	if s == nil {
 		panic("budget: New with a nil Store")
 	}
-	l := &Ledger{store: s, now: o.Now, ttl: o.ReservationTTL, loc: p.Location}
+	l := &Ledger{store: s, now: o.Now, ttl: o.ReservationTTL, loc: p.Location,
+		live: make(map[string]*Reservation), stop: make(chan struct{}), stopped: make(chan struct{})}
 	if l.now == nil {
 		l.now = time.Now
 	}
 	if l.ttl <= 0 {
-		l.ttl = 15 * time.Minute
+		l.ttl = LeaseTTL
 	}
 	if l.loc == nil {
 		l.loc = time.UTC
@@ -97,7 +123,76 @@ func New(p Policy, s Store, o Options) *Ledger {
 	var rnd [6]byte
 	_, _ = rand.Read(rnd[:]) // never fails (crypto/rand panics instead)
 	l.idPrefix = hex.EncodeToString(rnd[:]) + "."
+	go l.maintain(l.ttl / 3)
 	return l
+}
+
+// maintain renews the leases of the ledger's reservations every `every`
+// until Close.
+func (l *Ledger) maintain(every time.Duration) {
+	defer close(l.stopped)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-t.C:
+			ctx, cancel := context.WithTimeout(context.Background(), every)
+			_ = l.renew(ctx) // a failure shows on the calls; the next tick retries
+			cancel()
+		}
+	}
+}
+
+// renew extends the lease of every reservation the ledger holds to now +
+// ttl, and lets the store do its periodic work (the Redis store checks its
+// commit sequence then, even when nothing is held). A reservation held
+// longer than leaseMaxAge is no longer renewed.
+func (l *Ledger) renew(ctx context.Context) error {
+	now := l.now()
+	dl := now.Add(l.ttl)
+	l.liveMu.Lock()
+	rs := make([]*Reservation, 0, len(l.live))
+	for id, r := range l.live {
+		if now.Sub(r.born) > leaseMaxAge {
+			delete(l.live, id)
+			continue
+		}
+		rs = append(rs, r)
+	}
+	l.liveMu.Unlock()
+	ls := make([]lease, len(rs))
+	for i, r := range rs {
+		ls[i] = lease{id: r.id, lines: r.lines[:r.nres]}
+	}
+	if err := l.store.renew(ctx, ls, now, dl); err != nil {
+		return err
+	}
+	for _, r := range rs {
+		r.deadline.Store(dl.UnixNano())
+	}
+	return nil
+}
+
+// hold registers r for renewal; forget stops renewing it.
+func (l *Ledger) hold(r *Reservation) {
+	l.liveMu.Lock()
+	l.live[r.id] = r
+	l.liveMu.Unlock()
+}
+
+func (l *Ledger) forget(r *Reservation) {
+	l.liveMu.Lock()
+	delete(l.live, r.id)
+	l.liveMu.Unlock()
+}
+
+// holding is the number of reservations the ledger renews.
+func (l *Ledger) holding() int {
+	l.liveMu.Lock()
+	defer l.liveMu.Unlock()
+	return len(l.live)
 }
 
 func makeCapSet(lim Limits, ppm int64) capSet {
@@ -282,8 +377,12 @@ func (l *Ledger) Check(ctx context.Context, a Account) (State, error) {
 		if used >= sets[i].softAt[k.ci] {
 			st.Soft = true
 		}
-		if st.Exceeded == nil && used >= sets[i].limit[k.ci] {
-			st.Exceeded = l.exceeded(a, k, sets[i].limit[k.ci], used, p, now)
+		if limit := sets[i].limit[k.ci]; st.Exceeded == nil && used >= limit {
+			st.Exceeded = l.exceeded(a, k, limit, used, p, now)
+			if bals[i].committed < limit {
+				// Reached by calls in flight: free once enough of them end.
+				l.byReservations(ctx, st.Exceeded, ids[i], bals[i], used-limit+1, now)
+			}
 		}
 	}
 	if st.Exceeded != nil {
@@ -308,6 +407,20 @@ func (l *Ledger) exceeded(a Account, k lineKind, limit, used int64, p *periods, 
 	}
 }
 
+// byReservations marks e as caused by the reservations of bucket (bal):
+// need of them must end for the call to fit. RetryAfter becomes the time
+// until enough leases end, when the store can tell and it is before the
+// period's reset.
+func (l *Ledger) byReservations(ctx context.Context, e *ExceededError, bucket string, bal balance, need int64, now time.Time) {
+	at, err := l.store.leaseEnd(ctx, bucket, need, now)
+	if err != nil || at.IsZero() || !at.After(now) || at.Sub(now) >= e.RetryAfter {
+		return
+	}
+	e.ByReservations = true
+	e.Reserved = bal.reserved
+	e.RetryAfter = at.Sub(now)
+}
+
 // Reservation is budget held for one call by [Ledger.Reserve], to be
 // finished by exactly one [Ledger.Commit] or [Ledger.Release] (a second one
 // is a no-op). Its periods are fixed at reserve time: a call reserved at
@@ -315,11 +428,12 @@ func (l *Ledger) exceeded(a Account, k lineKind, limit, used int64, p *periods, 
 type Reservation struct {
 	account  Account
 	amount   Amount
-	deadline time.Time
-	id       string     // "" when nothing was reserved (no cap in force)
-	lines    []line     // reserved lines first (limit >= 0), then the other tracked buckets
-	kinds    []lineKind // parallel to lines
-	nres     int        // number of reserved lines
+	born     time.Time
+	deadline atomic.Int64 // unix nanoseconds: the current lease's end
+	id       string       // "" when nothing was reserved (no cap in force)
+	lines    []line       // reserved lines first (limit >= 0), then the other tracked buckets
+	kinds    []lineKind   // parallel to lines
+	nres     int          // number of reserved lines
 
 	mu   sync.Mutex
 	done bool
@@ -331,16 +445,20 @@ func (r *Reservation) Account() Account { return r.account }
 // Amount returns the amount reserved (tokens and nano-euros), as asked.
 func (r *Reservation) Amount() Amount { return r.amount }
 
-// Deadline returns when the reservation expires unless committed or
-// released.
-func (r *Reservation) Deadline() time.Time { return r.deadline }
+// Deadline returns when the reservation's current lease ends: it expires
+// then unless committed, released or renewed (its ledger renews it every
+// [LeaseRenewEvery] while it is held).
+func (r *Reservation) Deadline() time.Time { return time.Unix(0, r.deadline.Load()) }
 
 // Reserve holds amt against every cap in force for the account — the
-// tenant's and, for an agent, the agent's own — all or nothing, until
-// [Options.ReservationTTL] has passed. It is refused when committed +
-// reserved + amt would exceed a cap's limit: the error is then an
-// *ExceededError naming the cap that refused (a month cap before a day cap
-// when both would). Other errors wrap [ErrUnavailable].
+// tenant's and, for an agent, the agent's own — all or nothing, under a
+// lease of [Options.ReservationTTL] ([LeaseTTL] by default) that the ledger
+// renews until the reservation is committed or released. It is refused
+// when committed + reserved + amt would exceed a cap's limit: the error is
+// then an *ExceededError naming the cap that refused (a month cap before a
+// day cap when both would); when the call would fit with nothing reserved,
+// its ByReservations is set and RetryAfter is the time until enough of the
+// reservations' leases end. Other errors wrap [ErrUnavailable].
 //
 // An account with no cap in force gets a reservation without store I/O;
 // committing it still records the usage.
@@ -349,7 +467,8 @@ func (l *Ledger) Reserve(ctx context.Context, a Account, amt Amount) (*Reservati
 	now := l.now()
 	p := l.periodsAt(now)
 	tc, ac := l.caps(a)
-	r := &Reservation{account: a, amount: amt, deadline: now.Add(l.ttl)}
+	r := &Reservation{account: a, amount: amt, born: now}
+	r.deadline.Store(now.Add(l.ttl).UnixNano())
 	r.lines = make([]line, 0, 6)
 	r.kinds = make([]lineKind, 0, 6)
 	// Two passes: the capped buckets first (reserved), then the others.
@@ -395,15 +514,20 @@ func (l *Ledger) Reserve(ctx context.Context, a Account, amt Amount) (*Reservati
 		return r, nil
 	}
 	r.id = l.idPrefix + strconv.FormatUint(l.seq.Add(1), 36)
-	refused, used, err := l.store.reserve(ctx, r.id, r.lines[:r.nres], now, r.deadline)
+	refused, bal, err := l.store.reserve(ctx, r.id, r.lines[:r.nres], now, r.Deadline())
 	if err != nil {
 		return nil, err
 	}
 	if refused >= 0 {
-		e := l.exceeded(a, r.kinds[refused], r.lines[refused].limit, used, p, now)
-		e.Requested = r.lines[refused].amount
+		ln := r.lines[refused]
+		e := l.exceeded(a, r.kinds[refused], ln.limit, bal.used(), p, now)
+		e.Requested = ln.amount
+		if bal.reserved > 0 && satAdd(bal.committed, ln.amount) <= ln.limit {
+			l.byReservations(ctx, e, ln.bucket, bal, satAdd(bal.used(), ln.amount)-ln.limit, now)
+		}
 		return nil, e
 	}
+	l.hold(r)
 	return r, nil
 }
 
@@ -447,6 +571,10 @@ func (l *Ledger) Commit(ctx context.Context, r *Reservation, actual Amount) erro
 	// The caller's cancellation (a client that went away) must not lose the
 	// charge: commit with its values but without its cancellation; the
 	// store's own timeouts bound the wait.
+	// Renewed no more, whatever the outcome: a failed commit's hold
+	// expires with its lease (the Redis store renews the holds of the
+	// commits it journaled itself, until they are replayed).
+	defer l.forget(r)
 	if err := l.store.commit(context.WithoutCancel(ctx), r.id, lines, l.now()); err != nil {
 		if errors.Is(err, ErrNotDurable) {
 			r.done = true // counted: a retry must not count it again
@@ -460,8 +588,8 @@ func (l *Ledger) Commit(ctx context.Context, r *Reservation, actual Amount) erro
 // Release returns the whole reservation: the call failed or was refused
 // before any upstream byte, so nothing is charged. Like Commit it is
 // idempotent per reservation, ignores ctx's cancellation, and its errors
-// wrap [ErrUnavailable] (the reservation then expires at its deadline
-// anyway).
+// wrap [ErrUnavailable] (the reservation is then renewed no more: it
+// expires with its lease).
 func (l *Ledger) Release(ctx context.Context, r *Reservation) error {
 	if r == nil {
 		return nil
@@ -477,6 +605,9 @@ func (l *Ledger) Release(ctx context.Context, r *Reservation) error {
 		for i := range lines {
 			lines[i].held = lines[i].amount
 		}
+		// Renewed no more, whatever the outcome: a release that failed
+		// frees the budget when the lease ends.
+		defer l.forget(r)
 		if err := l.store.release(context.WithoutCancel(ctx), r.id, lines, l.now()); err != nil {
 			return err
 		}
@@ -562,5 +693,9 @@ func (l *Ledger) Ping(ctx context.Context) error { return l.store.ping(ctx) }
 // then fail with errors wrapping [ErrUnavailable], except those that need no
 // store I/O). Close is idempotent.
 func (l *Ledger) Close() error {
+	l.closeOnce.Do(func() {
+		close(l.stop)
+		<-l.stopped
+	})
 	return l.store.Close()
 }

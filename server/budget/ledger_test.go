@@ -64,10 +64,11 @@ func TestReserveAllOrNothingTenantAndAgent(t *testing.T) {
 		mustReserve(t, l, acBot, Amount{Tokens: 60, NanoEUR: 600})
 
 		// The agent's euro cap refuses: the tenant's tokens are not held.
+		// Only reservations are in the way: the wait is their lease.
 		_, err := l.Reserve(ctx, acBot, Amount{Tokens: 30, NanoEUR: 500})
 		wantExceeded(t, refused(t, err), ExceededError{
 			Account: acBot, Scope: "agent", Cap: EURPerMonth, Period: "2026-11", Requested: 500,
-			Limit: 1000, Used: 600, RetryAfter: 3*time.Hour + 12*time.Minute,
+			Limit: 1000, Used: 600, RetryAfter: LeaseTTL, ByReservations: true, Reserved: 600,
 		})
 		if u := usageOf(t, l, acme, TokensPerDay); u.Reserved != 60 {
 			t.Errorf("tenant reserved after agent refusal = %d, want 60", u.Reserved)
@@ -77,7 +78,7 @@ func TestReserveAllOrNothingTenantAndAgent(t *testing.T) {
 		_, err = l.Reserve(ctx, acBot, Amount{Tokens: 50, NanoEUR: 100})
 		wantExceeded(t, refused(t, err), ExceededError{
 			Account: acBot, Scope: "tenant", Cap: TokensPerDay, Period: "2026-11-30", Requested: 50,
-			Limit: 100, Used: 60, RetryAfter: 3*time.Hour + 12*time.Minute,
+			Limit: 100, Used: 60, RetryAfter: LeaseTTL, ByReservations: true, Reserved: 60,
 		})
 		if u := usageOf(t, l, acBot, EURPerMonth); u.Reserved != 600 {
 			t.Errorf("agent reserved after tenant refusal = %d, want 600", u.Reserved)
@@ -258,7 +259,8 @@ func TestRolloverUTC(t *testing.T) {
 		clk := newClock(time.Date(2026, 11, 30, 23, 59, 0, 0, time.UTC))
 		st := k.open(t)
 		p := Policy{Default: Limits{TokensPerDay: i64(100), NanoEURPerMonth: i64(1000)}}
-		l := New(p, st, Options{Now: clk.Now})
+		// A lease longer than the minute left: the rollover comes first.
+		l := New(p, st, Options{Now: clk.Now, ReservationTTL: 2 * time.Minute})
 		defer l.Close()
 
 		r1 := mustReserve(t, l, acme, Amount{Tokens: 100, NanoEUR: 500})

@@ -20,9 +20,19 @@ type Store interface {
 	// reserve holds the lines' amounts under reservation id until deadline,
 	// all or nothing: it refuses when, on a line with limit >= 0,
 	// committed+reserved+amount > limit. It returns the index of the first
-	// refusing line and that bucket's committed+reserved (refused == -1:
-	// granted). Expired reservations of the lines' buckets are purged first.
-	reserve(ctx context.Context, id string, lines []line, now, deadline time.Time) (refused int, used int64, err error)
+	// refusing line and that bucket's balance (refused == -1: granted).
+	// Expired reservations of the lines' buckets are purged first.
+	reserve(ctx context.Context, id string, lines []line, now, deadline time.Time) (refused int, bal balance, err error)
+	// renew moves the deadline of each reservation still held (not
+	// finished, not expired at now) to deadline; the others are left
+	// alone. It is called every [LeaseRenewEvery], with no lease too, for
+	// the store's periodic checks.
+	renew(ctx context.Context, leases []lease, now, deadline time.Time) error
+	// leaseEnd returns when the unexpired reservations of bucket holding
+	// at least need in total will all have ended by their deadlines (the
+	// earliest deadline at which need is freed), or the zero time when they
+	// hold less than need.
+	leaseEnd(ctx context.Context, bucket string, need int64, now time.Time) (time.Time, error)
 	// commit removes reservation id from every bucket that still holds it
 	// (it may have expired; line.held is what was reserved there, -1 for a
 	// bucket that was not reserved) and adds each line's amount to that
@@ -51,6 +61,12 @@ type line struct {
 	amount   int64  // tokens or nano-euros, >= 0: to reserve, or to commit
 	held     int64  // commit and release: the amount reserved in this bucket; -1 = none
 	expireAt int64  // unix seconds after which the bucket may be forgotten (Redis TTL)
+}
+
+// lease is one reservation to renew: its id and its reserved lines.
+type lease struct {
+	id    string
+	lines []line
 }
 
 // balance is one bucket's state.

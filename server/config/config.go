@@ -189,8 +189,12 @@ func (b Budget) Location() (*time.Location, error) { return time.LoadLocation(b.
 type Store struct {
 	// Type is embedded (the default) or redis.
 	Type StoreType `yaml:"type"`
-	// Path is the embedded ledger's file; absolute after [Load]. Default
-	// ./flexway-data/ledger.db beside the configuration file.
+	// Path is the embedded ledger's file (default ./flexway-data/ledger.db)
+	// or, for redis, the prefix of this replica's own files (default
+	// ./flexway-data/redis-ledger): <path>.state, the commit sequence it
+	// saw (rollback detection), <path>.journal, commits Redis could not
+	// take, and <path>.lock; one replica each, never shared. Relative to
+	// the configuration file's directory; absolute after [Load].
 	Path string `yaml:"path"`
 	// URL is the redis server, e.g. redis://127.0.0.1:6379/0.
 	URL string `yaml:"url"`

@@ -477,3 +477,22 @@ func TestLoadTokenFileWarning(t *testing.T) {
 		})
 	}
 }
+
+// TestLoadRedisStorePath: a redis store's own files (state and journal)
+// default to ./flexway-data/redis-ledger beside the configuration, and a
+// path given is resolved like the embedded ledger's.
+func TestLoadRedisStorePath(t *testing.T) {
+	for _, tc := range []struct{ store, want string }{
+		{"{type: redis, url: \"redis://127.0.0.1:6379/0\"}", filepath.Join("flexway-data", "redis-ledger")},
+		{"{type: redis, url: \"redis://127.0.0.1:6379/0\", path: state/replica-a}", filepath.Join("state", "replica-a")},
+	} {
+		path := writeConfig(t, base+"  budget:\n    store: "+tc.store+"\n")
+		cfg, _, err := config.Load(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := cfg.AI.Budget.Store.Path, filepath.Join(filepath.Dir(path), tc.want); got != want {
+			t.Errorf("store %s: path %q, want %q", tc.store, got, want)
+		}
+	}
+}

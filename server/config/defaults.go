@@ -14,6 +14,7 @@ const (
 	defaultReserveOutputTokens   = 1024
 	defaultTimezone              = "UTC"
 	defaultStorePath             = "./flexway-data/ledger.db"
+	defaultRedisStorePath        = "./flexway-data/redis-ledger"
 	defaultMaxImageBytes         = 8 * MiB
 	defaultMaxBodyBytes          = 24 * MiB
 	defaultReserveTokensPerImage = 2048
@@ -31,7 +32,8 @@ type defaulter interface{ setDefaults() }
 
 // ApplyDefaults fills every zero-valued field that has a default: server
 // listeners, sensitive_header, budget soft (0.8), reserve_output_tokens
-// (1024), timezone (UTC), store (embedded at ./flexway-data/ledger.db),
+// (1024), timezone (UTC), store (embedded at ./flexway-data/ledger.db; a
+// redis store's own files at ./flexway-data/redis-ledger.*),
 // vision limits (8MiB, 24MiB, 2048 tokens per image), audit path
 // (./flexway-data/audit.jsonl), and per backend kind openai, auth none,
 // capabilities [chat] (none for grpc), timeouts 60s and 30s, circuit
@@ -81,8 +83,11 @@ func (b *Backend) setDefaults() {
 // deriveDefaults sets the defaults that depend on other fields; Load runs
 // it after decoding.
 func (c *Config) deriveDefaults() {
-	if s := &c.AI.Budget.Store; s.Type == StoreEmbedded {
+	switch s := &c.AI.Budget.Store; s.Type {
+	case StoreEmbedded:
 		setZero(&s.Path, defaultStorePath)
+	case StoreRedis:
+		setZero(&s.Path, defaultRedisStorePath)
 	}
 	for name, b := range c.AI.Backends {
 		if b.Capabilities == nil && b.Kind != KindGRPC {
