@@ -257,8 +257,11 @@ func (s *stream) endError(err error) error {
 	return fe
 }
 
+// tooLarge is the error of an event over 64 MiB, which the call's own n
+// and max_tokens explain ([backends.ErrRequestCaused]).
 func (s *stream) tooLarge() error {
-	return faults.New(faults.UpstreamError, "upstream %s sent a stream event over %d MiB", s.ex.b.name, maxAnswerBytes>>20)
+	return faults.Wrap(faults.UpstreamError, backends.ErrRequestCaused,
+		fmt.Sprintf("upstream %s sent a stream event over %d MiB; lower n or max_tokens", s.ex.b.name, maxAnswerBytes>>20))
 }
 
 // upstreamErrorEvent is the error of an upstream's in-stream error event.
