@@ -1,0 +1,248 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
+)
+
+// honestUpstream answers every chat call with max_tokens of output and a
+// prompt counted as the most tokens an honest tokenizer and chat template
+// make of it: one per byte of each message's role and content, 8 per
+// message, 32 per call.
+func honestUpstream(t *testing.T) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			MaxTokens int64 `json:"max_tokens"`
+			Messages  []struct{ Role, Content string }
+		}
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			t.Error(err)
+		}
+		prompt := int64(32)
+		for _, m := range req.Messages {
+			prompt += int64(len(m.Role)+len(m.Content)) + 8
+		}
+		usageUpstream(prompt, req.MaxTokens)(w, r)
+	}
+}
+
+// TestCapHoldsWithAnHonestTokenizer: with max_tokens honoured and an
+// upstream counting the prompt as high as any honest tokenizer can, calls
+// are served until the next would not fit, and the committed usage never
+// passes the cap (with the bytes/3 estimate it did: the last calls'
+// reservations were a third of their usage).
+func TestCapHoldsWithAnHonestTokenizer(t *testing.T) {
+	up := newUpstream(t, honestUpstream(t))
+	const capTokens = 5000
+	g := startGateway(t, budgetConfig(t, up.URL, up.URL, fmt.Sprintf("    default: {tokens_per_day: %d}", capTokens)))
+	body := fmt.Sprintf(`{"model":"m","max_tokens":50,"messages":[{"role":"user","content":%q}]}`, strings.Repeat("tokens ", 70))
+	served := 0
+	for i := 0; i < 50; i++ {
+		resp := post(t, g, "/v1/chat/completions", body)
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == 429 {
+			break
+		}
+		if resp.StatusCode != 200 {
+			t.Fatalf("call %d: %d", i+1, resp.StatusCode)
+		}
+		served++
+	}
+	u := usageOf(t, g, "")["tokens_per_day"]
+	// Each call uses 4 + 490 + 8 + 32 + 50 = 584 tokens: 8 fit in 5,000.
+	if u.Committed > capTokens || served != 8 {
+		t.Fatalf("served %d calls, committed %d against a cap of %d; want 8 calls, never over the cap", served, u.Committed, capTokens)
+	}
+}
+
+// TestOutputLengthAliasReserved: llama.cpp's n_predict (read before
+// max_tokens) counts toward the reservation, case-insensitively, and is
+// passed on unchanged; a negative one is refused naming it.
+func TestOutputLengthAliasReserved(t *testing.T) {
+	up := newUpstream(t, usageUpstream(10, 20))
+	g := startGateway(t, budgetConfig(t, up.URL, up.URL, "    default: {tokens_per_day: 2000}"))
+	resp := post(t, g, "/v1/chat/completions", `{"model":"m","max_tokens":20,"N_Predict":5000,"messages":[{"role":"user","content":"Hi"}]}`)
+	if body := readJSON(t, resp); resp.StatusCode != 429 {
+		t.Fatalf("n_predict 5000 against a 2,000 cap: %d %v, want 429 (the reservation counts it)", resp.StatusCode, body)
+	}
+	if n := len(up.requests()); n != 0 {
+		t.Fatalf("upstream got %d calls", n)
+	}
+	resp = post(t, g, "/v1/chat/completions", `{"model":"m","max_tokens":20,"n_predict":300,"messages":[{"role":"user","content":"Hi"}]}`)
+	io.Copy(io.Discard, resp.Body)
+	if resp.StatusCode != 200 {
+		t.Fatalf("n_predict 300: %d", resp.StatusCode)
+	}
+	if got := up.requests()[0].Body["n_predict"]; got != float64(300) {
+		t.Fatalf("upstream got n_predict %v, want 300 unchanged", got)
+	}
+	// Over gRPC the field is carried raw in extra_fields: the same rule.
+	client := flexwayv1.NewChatServiceClient(grpcConn(t, g))
+	_, err := client.CreateChatCompletion(withKey(t, demoKey), &flexwayv1.CreateChatCompletionRequest{
+		Model: "m", MaxTokens: proto.Int64(20), Messages: []*flexwayv1.ChatMessage{userMessage("Hi")},
+		ExtraFields: map[string]string{"options": `{"num_predict":5000}`},
+	})
+	if status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("gRPC options.num_predict 5000 against a 2,000 cap: %v, want RESOURCE_EXHAUSTED", err)
+	}
+	resp = post(t, g, "/v1/chat/completions", `{"model":"m","n_predict":-1,"messages":[{"role":"user","content":"Hi"}]}`)
+	body := readJSON(t, resp)
+	e, _ := body["error"].(map[string]any)
+	if resp.StatusCode != 400 || e["param"] != "n_predict" || e["code"] != "invalid_request" {
+		t.Fatalf("n_predict -1: %d %v, want 400 invalid_request naming n_predict", resp.StatusCode, body)
+	}
+}
+
+// TestStreamCutAtMaxTokens: an upstream that ignores max_tokens and
+// streams on is cut once the relayed output passes it: the client gets
+// max_tokens content chunks, a finish_reason "length" chunk and [DONE];
+// the upstream connection is closed; the relayed output is charged, as
+// an estimate.
+func TestStreamCutAtMaxTokens(t *testing.T) {
+	var closed atomic.Bool
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		f := w.(http.Flusher)
+		for i := 0; i < 200; i++ {
+			fmt.Fprintf(w, "data: %s\n\n", chunk(`[{"index":0,"delta":{"content":"word "}}]`, ""))
+			f.Flush()
+			if i == 20 {
+				select {
+				case <-r.Context().Done():
+					closed.Store(true)
+					return
+				case <-time.After(3 * time.Second):
+				}
+			}
+		}
+		io.WriteString(w, "data: [DONE]\n\n")
+	})
+	dir := t.TempDir()
+	auditPath := filepath.Join(dir, "audit.jsonl")
+	g := startGateway(t, auditConfig(t, up.URL, auditPath))
+	start := time.Now()
+	resp := post(t, g, "/v1/chat/completions", `{"model":"m","stream":true,"max_tokens":10,"messages":[{"role":"user","content":"Go on forever"}]}`)
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	var contents, lengths int
+	done := false
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		if line == "[DONE]" {
+			done = true
+			continue
+		}
+		var c struct {
+			Choices []struct {
+				Delta        struct{ Content string }
+				FinishReason *string `json:"finish_reason"`
+			}
+		}
+		if err := json.Unmarshal([]byte(line), &c); err != nil {
+			t.Fatalf("event %q: %v", line, err)
+		}
+		for _, ch := range c.Choices {
+			if ch.Delta.Content != "" {
+				contents++
+			}
+			if ch.FinishReason != nil && *ch.FinishReason == "length" {
+				lengths++
+			}
+		}
+	}
+	resp.Body.Close()
+	if contents != 10 || lengths != 1 || !done {
+		t.Fatalf("client got %d content chunks, %d length finishes, [DONE] %v; want 10, 1, true", contents, lengths, done)
+	}
+	if took := time.Since(start); took > 2*time.Second || !closed.Load() {
+		t.Fatalf("upstream connection closed: %v (after %s); want it closed at the cut", closed.Load(), took)
+	}
+	u := usageOf(t, g, "")["tokens_per_day"]
+	// "user" + "Go on forever" = 17 bytes → 6 + 4 + 3 = 13 input; 10
+	// events of 5 bytes → max(50/3 → 17, 10) output.
+	if u.Committed != 13+17 || u.Reserved != 0 {
+		t.Fatalf("committed %d, reserved %d; want 30 (the relayed output, estimated), 0", u.Committed, u.Reserved)
+	}
+}
+
+// TestUsageOverReservationAudited: a JSON answer whose reported usage is
+// more than the call reserved (the upstream ignored max_tokens) is
+// audited with usage_over_reservation true; a call within its reservation
+// has no such field.
+func TestUsageOverReservationAudited(t *testing.T) {
+	var completion atomic.Int64
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		usageUpstream(10, completion.Load())(w, r)
+	})
+	auditPath := filepath.Join(t.TempDir(), "audit.jsonl")
+	g := startGateway(t, auditConfig(t, up.URL, auditPath))
+	for _, c := range []int64{40, 2000} {
+		completion.Store(c)
+		resp := post(t, g, "/v1/chat/completions", `{"model":"m","max_tokens":50,"messages":[{"role":"user","content":"Hi"}]}`)
+		io.Copy(io.Discard, resp.Body)
+		if resp.StatusCode != 200 {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+	}
+	var lines []map[string]any
+	deadline := time.Now().Add(5 * time.Second)
+	for len(lines) < 2 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+		lines = auditLines(t, auditPath)
+	}
+	if len(lines) != 2 {
+		t.Fatalf("%d audit lines, want 2", len(lines))
+	}
+	if _, ok := lines[0]["usage_over_reservation"]; ok {
+		t.Errorf("a call within its reservation: %v", lines[0])
+	}
+	if lines[1]["usage_over_reservation"] != true || lines[1]["output_tokens"] != float64(2000) {
+		t.Errorf("a call over its reservation: %v, want usage_over_reservation true", lines[1])
+	}
+}
+
+// TestMaxOutputTokensSentAndReserved: with ai.budget.max_output_tokens, a
+// call that sets no output limit is sent max_tokens and reserved that
+// (here it fits a cap the 1,024-token default would not); a call with its
+// own max_tokens keeps it.
+func TestMaxOutputTokensSentAndReserved(t *testing.T) {
+	up := newUpstream(t, usageUpstream(10, 20))
+	g := startGateway(t, budgetConfig(t, up.URL, up.URL, "    max_output_tokens: 64\n    default: {tokens_per_day: 500}"))
+	for _, tc := range []struct {
+		body string
+		want float64
+	}{
+		{`{"model":"m","messages":[{"role":"user","content":"Hi"}]}`, 64},
+		{`{"model":"m","max_tokens":7,"messages":[{"role":"user","content":"Hi"}]}`, 7},
+	} {
+		resp := post(t, g, "/v1/chat/completions", tc.body)
+		io.Copy(io.Discard, resp.Body)
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s: %d", tc.body, resp.StatusCode)
+		}
+		reqs := up.requests()
+		if got := reqs[len(reqs)-1].Body["max_tokens"]; got != tc.want {
+			t.Fatalf("%s: upstream got max_tokens %v, want %v", tc.body, got, tc.want)
+		}
+	}
+}
