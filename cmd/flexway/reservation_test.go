@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -41,32 +43,47 @@ func honestUpstream(t *testing.T) http.HandlerFunc {
 }
 
 // TestCapHoldsWithAnHonestTokenizer: with max_tokens honoured and an
-// upstream counting the prompt as high as any honest tokenizer can, calls
-// are served until the next would not fit, and the committed usage never
-// passes the cap (with the bytes/3 estimate it did: the last calls'
-// reservations were a third of their usage).
+// upstream counting the prompt as high as any honest tokenizer can,
+// concurrent callers are served until the next call would not fit, and the
+// committed usage never passes the cap (with the bytes/3 estimate it did:
+// the calls' reservations were a third of their usage). Its soak version
+// (FLEXWAY_SOAK=1) runs 32 callers against a cap of a thousand calls.
 func TestCapHoldsWithAnHonestTokenizer(t *testing.T) {
 	up := newUpstream(t, honestUpstream(t))
-	const capTokens = 5000
+	// Each call uses 4 + 490 + 8 + 32 + 50 = 584 tokens.
+	const perCall = 584
+	calls, workers := int64(8), 4
+	if os.Getenv("FLEXWAY_SOAK") == "1" {
+		calls, workers = 1000, 32
+	}
+	capTokens := calls*perCall + perCall - 1
 	g := startGateway(t, budgetConfig(t, up.URL, up.URL, fmt.Sprintf("    default: {tokens_per_day: %d}", capTokens)))
 	body := fmt.Sprintf(`{"model":"m","max_tokens":50,"messages":[{"role":"user","content":%q}]}`, strings.Repeat("tokens ", 70))
-	served := 0
-	for i := 0; i < 50; i++ {
-		resp := post(t, g, "/v1/chat/completions", body)
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode == 429 {
-			break
-		}
-		if resp.StatusCode != 200 {
-			t.Fatalf("call %d: %d", i+1, resp.StatusCode)
-		}
-		served++
+	var served, other atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for {
+				resp := post(t, g, "/v1/chat/completions", body)
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				switch resp.StatusCode {
+				case 200:
+					served.Add(1)
+					continue
+				case 429:
+				default:
+					other.Add(1)
+				}
+				return
+			}
+		})
 	}
+	wg.Wait()
 	u := usageOf(t, g, "")["tokens_per_day"]
-	// Each call uses 4 + 490 + 8 + 32 + 50 = 584 tokens: 8 fit in 5,000.
-	if u.Committed > capTokens || served != 8 {
-		t.Fatalf("served %d calls, committed %d against a cap of %d; want 8 calls, never over the cap", served, u.Committed, capTokens)
+	if u.Committed > capTokens || served.Load() != calls || other.Load() != 0 {
+		t.Fatalf("served %d calls (%d other answers), committed %d against a cap of %d; want %d calls, never over the cap",
+			served.Load(), other.Load(), u.Committed, capTokens, calls)
 	}
 }
 
@@ -244,5 +261,85 @@ func TestMaxOutputTokensSentAndReserved(t *testing.T) {
 		if got := reqs[len(reqs)-1].Body["max_tokens"]; got != tc.want {
 			t.Fatalf("%s: upstream got max_tokens %v, want %v", tc.body, got, tc.want)
 		}
+	}
+}
+
+// streamEvents posts a streamed chat body and returns its events' data,
+// [DONE] included.
+func streamEvents(t *testing.T, g *testGW, body string) []string {
+	t.Helper()
+	resp := post(t, g, "/v1/chat/completions", body)
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	return sseEvents(raw)
+}
+
+// TestHonestStreamsAreNotCut: streams that honour max_tokens are relayed
+// whole, whatever their shape: one token per event up to the limit, or
+// the whole answer in one event (a server that fakes streaming), or n
+// choices each within the limit.
+func TestHonestStreamsAreNotCut(t *testing.T) {
+	word := func(i int) string { return chunk(fmt.Sprintf(`[{"index":%d,"delta":{"content":"word "}}]`, i), "") }
+	stop := chunk(`[{"index":0,"delta":{},"finish_reason":"stop"}]`, "")
+	var tenWords []string
+	for range 10 {
+		tenWords = append(tenWords, word(0))
+	}
+	var twoChoices []string
+	for range 10 {
+		twoChoices = append(twoChoices, word(0), word(1))
+	}
+	for _, tc := range []struct {
+		name   string
+		events []string
+		n      int
+	}{
+		{"one token per event, up to the limit", append(tenWords, stop), 1},
+		{"the whole answer in one event", []string{chunk(`[{"index":0,"delta":{"content":"`+strings.Repeat("longword ", 60)+`"}}]`, ""), stop}, 1},
+		{"two choices, ten each", append(twoChoices, stop), 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up := newUpstream(t, sseUpstream(tc.events...))
+			g := startGateway(t, budgetConfig(t, up.URL, up.URL, "    default: {tokens_per_day: 100000}"))
+			got := streamEvents(t, g, fmt.Sprintf(`{"model":"m","stream":true,"max_tokens":10,"n":%d,"messages":[{"role":"user","content":"Hi"}]}`, tc.n))
+			if len(got) != len(tc.events)+1 || got[len(got)-1] != "[DONE]" || strings.Contains(strings.Join(got, ""), `"length"`) {
+				t.Fatalf("client got %d events (%v), want the %d sent and [DONE], none cut", len(got), got, len(tc.events))
+			}
+		})
+	}
+}
+
+// TestStreamCutPerChoice: with n choices the limit holds per choice: the
+// stream is cut when one choice passes it, and every choice not finished
+// gets finish_reason "length".
+func TestStreamCutPerChoice(t *testing.T) {
+	var events []string
+	events = append(events, chunk(`[{"index":1,"delta":{"content":"short"},"finish_reason":"stop"}]`, ""))
+	for range 20 {
+		events = append(events, chunk(`[{"index":0,"delta":{"content":"word "}}]`, ""), chunk(`[{"index":2,"delta":{"content":"w"}}]`, ""))
+	}
+	up := newUpstream(t, sseUpstream(events...))
+	g := startGateway(t, budgetConfig(t, up.URL, up.URL, "    default: {tokens_per_day: 100000}"))
+	got := streamEvents(t, g, `{"model":"m","stream":true,"max_tokens":5,"n":3,"messages":[{"role":"user","content":"Hi"}]}`)
+	// 1 (choice 1) + 5 × 2 (choices 0 and 2) relayed, then the 6th of
+	// choice 0 passes the limit: the length chunk, then [DONE].
+	if len(got) != 1+10+2 || got[len(got)-1] != "[DONE]" {
+		t.Fatalf("client got %d events: %v", len(got), got)
+	}
+	var end struct {
+		Choices []struct {
+			Index        int
+			FinishReason string `json:"finish_reason"`
+		}
+	}
+	if err := json.Unmarshal([]byte(got[len(got)-2]), &end); err != nil {
+		t.Fatal(err)
+	}
+	if len(end.Choices) != 2 || end.Choices[0].Index != 0 || end.Choices[1].Index != 2 ||
+		end.Choices[0].FinishReason != "length" || end.Choices[1].FinishReason != "length" {
+		t.Fatalf("last chunk %s, want finish_reason length for choices 0 and 2", got[len(got)-2])
 	}
 }
