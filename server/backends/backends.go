@@ -25,7 +25,9 @@ var ErrUpstreamAuth = errors.New("upstream refused the gateway's credentials")
 // nothing of the backend's health:
 //   - a 2xx answer of a media type the call did not ask for: an event
 //     stream (text/event-stream, or a body of SSE `data:` lines) to a unary
-//     call, which a carried field of the request may have asked for;
+//     call, or a whole JSON completion (with choices, not an error object)
+//     to a stream call, which a carried field of the request may have
+//     asked for;
 //   - an answer too large to be read (over 64 MiB, or one stream event
 //     over 64 MiB), which the request's own n and max_tokens explain.
 //
