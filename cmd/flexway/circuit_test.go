@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"sync/atomic"
 	"testing"
+
+	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
 )
 
 // circuits reads GET /flexway/v1/backends: each backend's circuit state.
@@ -67,5 +69,48 @@ func TestRequestCausedFailuresLeaveCircuitsClosed(t *testing.T) {
 	}
 	if got := circuits(t, g); got["main"] != "open" {
 		t.Fatalf("after 5 upstream 500s, circuits %v; want main open", got)
+	}
+}
+
+// TestCarriedStreamFieldLeavesCircuitsClosed is the issue's reproduction:
+// gRPC calls carrying extra_fields {"stream":"true"} make a healthy
+// upstream (it streams only when asked) answer an event stream to a unary
+// call. Whether such a call is refused before any upstream call or fails
+// as request-caused, six of them leave every circuit closed, and a plain
+// call is served after them.
+func TestCarriedStreamFieldLeavesCircuitsClosed(t *testing.T) {
+	healthy := func(w http.ResponseWriter, r *http.Request) {
+		var body struct{ Stream bool }
+		raw, _ := io.ReadAll(r.Body)
+		_ = json.Unmarshal(raw, &body)
+		if body.Stream {
+			sseUpstream(chunk(`[{"index":0,"delta":{"content":"hi"},"finish_reason":"stop"}]`, "null"))(w, r)
+			return
+		}
+		jsonHandler(200, completion)(w, r)
+	}
+	main := newCounting(t, healthy)
+	spare := newCounting(t, healthy)
+	g := startGateway(t, pairConfig(t, main.URL, spare.URL, "[spare]", "[]", "{failures: 5, open_for: 30s}"))
+	client := flexwayv1.NewChatServiceClient(grpcConn(t, g))
+	for i := range 6 {
+		_, err := client.CreateChatCompletion(withKey(t, demoKey), &flexwayv1.CreateChatCompletionRequest{
+			Model: "m", Messages: []*flexwayv1.ChatMessage{userMessage("hi")},
+			ExtraFields: map[string]string{"stream": "true"},
+		})
+		if err == nil {
+			t.Fatalf("call %d with a carried stream field was answered", i+1)
+		}
+	}
+	if got := circuits(t, g); got["main"] != "closed" || got["spare"] != "closed" {
+		t.Fatalf("after 6 calls carrying stream: true, circuits %v; want both closed", got)
+	}
+	if _, err := client.CreateChatCompletion(withKey(t, demoKey), &flexwayv1.CreateChatCompletionRequest{
+		Model: "m", Messages: []*flexwayv1.ChatMessage{userMessage("hi")},
+	}); err != nil {
+		t.Fatalf("a plain call after them: %v", err)
+	}
+	if spare.calls.Load() != 0 {
+		t.Errorf("spare got %d calls: nothing should have fallen back", spare.calls.Load())
 	}
 }

@@ -197,7 +197,7 @@ func (m *Meter) EstimateFor(req any, backends []string) (Estimate, bool) {
 		msgs := int64(len(r.GetMessages()))
 		imageTokens := images * m.cfg.ReserveTokensPerImage
 		e := Estimate{
-			Input:       saturatingAdd(InputBound(textBytes)+MessageOverheadTokens*msgs+m.promptOverhead(backends), imageTokens),
+			Input:       saturatingAdd(saturatingAdd(InputBound(textBytes)+MessageOverheadTokens*msgs, m.promptOverhead(backends)), imageTokens),
 			InputCharge: saturatingAdd(TokensForBytes(textBytes)+4*msgs+3, imageTokens),
 		}
 		aliases, _ := OutputLengthFields(r.GetExtraFields())
