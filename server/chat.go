@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"io"
+	"slices"
+
+	"google.golang.org/protobuf/proto"
 
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
 	"github.com/flexway/flexway/server/call"
@@ -127,7 +130,7 @@ func (c *Core) StreamChatCompletion(req *flexwayv1.CreateChatCompletionRequest, 
 			}
 			return err
 		}
-		sent, err := c.relay(ss, stream, &o, wantUsage, i > 0)
+		sent, err := c.relay(ss, stream, &o, wantUsage, i > 0, st.OutputLimit)
 		stream.Close()
 		endAttempt(span, err)
 		st.SetOutcome(o)
@@ -147,11 +150,17 @@ func (c *Core) StreamChatCompletion(req *flexwayv1.CreateChatCompletionRequest, 
 }
 
 // relay copies one upstream stream to the client; sent reports whether any
-// chunk reached the client.
+// chunk reached the client. When limit is positive and a choice's relayed
+// output passes it ([outputTokensAtLeast]), the stream is cut there: the
+// chunk that would pass it is not relayed, a chunk with finish_reason
+// "length" for every choice not yet finished is sent instead, and relay
+// returns as at a normal end (o.OutputCut set); the caller's Close then
+// cancels the upstream request.
 func (c *Core) relay(ss flexwayv1.ChatService_StreamChatCompletionServer, stream interface {
 	Recv() (*flexwayv1.ChatCompletionChunk, error)
-}, o *call.Outcome, wantUsage, fallback bool) (sent bool, err error) {
+}, o *call.Outcome, wantUsage, fallback bool, limit int64) (sent bool, err error) {
 	var held []*flexwayv1.ChatCompletionChunk
+	out := outputCounter{limit: limit}
 	send := func(ch *flexwayv1.ChatCompletionChunk) error {
 		if !sent {
 			setServedHeaders(ss.Context(), fallback)
@@ -168,7 +177,10 @@ func (c *Core) relay(ss flexwayv1.ChatService_StreamChatCompletionServer, stream
 		}
 		o.Served = true
 		for _, choice := range ch.GetChoices() {
-			o.OutputBytes += outputBytes(choice.GetDelta())
+			if b := outputBytes(choice.GetDelta()); b > 0 {
+				o.OutputBytes += b
+				o.OutputEvents++
+			}
 		}
 		return nil
 	}
@@ -207,10 +219,79 @@ func (c *Core) relay(ss flexwayv1.ChatService_StreamChatCompletionServer, stream
 			held = append(held, ch)
 			continue
 		}
+		if out.passes(ch) {
+			o.OutputCut = true
+			return true, send(out.lengthChunk(ch))
+		}
 		if err := send(ch); err != nil {
 			return sent, err
 		}
 	}
+}
+
+// maxTokenBytes is the most bytes one token of any tokenizer Flexway
+// knows stands for (the longest tokens of cl100k, o200k and Llama 3 are
+// runs of spaces or symbols well under it), so that relayed bytes / 256
+// is a lower bound of the tokens they took.
+const maxTokenBytes = 256
+
+// outputCounter tracks a stream's relayed output per choice against the
+// request's own output limit, counting conservatively for the upstream: a
+// choice has used at least one token per event that carried output for it
+// (no server sends a token in two events), and at least its bytes / 256.
+// Relayed bytes are no bound from below (one token may be many bytes), nor
+// from above (a token may decode to no byte at all).
+type outputCounter struct {
+	limit    int64
+	events   map[int32]int64
+	bytes    map[int32]int64
+	finished map[int32]bool
+}
+
+// passes counts ch and reports whether, with it, a choice's output is
+// over the limit (never when the limit is 0).
+func (c *outputCounter) passes(ch *flexwayv1.ChatCompletionChunk) bool {
+	if c.limit <= 0 {
+		return false
+	}
+	if c.events == nil {
+		c.events, c.bytes, c.finished = map[int32]int64{}, map[int32]int64{}, map[int32]bool{}
+	}
+	over := false
+	for _, choice := range ch.GetChoices() {
+		i := choice.GetIndex()
+		if b := outputBytes(choice.GetDelta()); b > 0 {
+			c.events[i]++
+			c.bytes[i] += b
+			if max(c.events[i], c.bytes[i]/maxTokenBytes) > c.limit {
+				over = true
+			}
+		}
+	}
+	for _, choice := range ch.GetChoices() {
+		if choice.FinishReason != nil && !over {
+			c.finished[choice.GetIndex()] = true
+		}
+	}
+	return over
+}
+
+// lengthChunk is the chunk that ends a cut stream: finish_reason "length"
+// for every choice seen and not finished, with the id, model and created
+// of the chunk it replaces.
+func (c *outputCounter) lengthChunk(ch *flexwayv1.ChatCompletionChunk) *flexwayv1.ChatCompletionChunk {
+	end := &flexwayv1.ChatCompletionChunk{Id: ch.GetId(), Object: ch.GetObject(), Created: ch.GetCreated(), Model: ch.GetModel()}
+	idx := make([]int32, 0, len(c.events))
+	for i := range c.events {
+		if !c.finished[i] {
+			idx = append(idx, i)
+		}
+	}
+	slices.Sort(idx)
+	for _, i := range idx {
+		end.Choices = append(end.Choices, &flexwayv1.ChatCompletionChunkChoice{Index: i, Delta: &flexwayv1.ChatMessage{}, FinishReason: proto.String("length")})
+	}
+	return end
 }
 
 // outputBytes counts the output bytes of a message or delta: its text, its

@@ -55,12 +55,22 @@ func fromCore(st *status.Status) bool {
 	return false
 }
 
+// HeaderShouldRetry is the response header the OpenAI SDKs read before
+// their own retry rules: "false" stops openai-go/v3 and openai-node from
+// retrying (and from sleeping for a Retry-After first).
+const HeaderShouldRetry = "X-Should-Retry"
+
 // writeOpenAIError writes err in OpenAI's envelope with its HTTP status; an
-// upstream 4xx is relayed with its own status and body.
+// upstream 4xx is relayed with its own status and body. A refusal no retry
+// within a minute can cure ([faults.Error.RetryCures]) carries
+// `x-should-retry: false`.
 func writeOpenAIError(w http.ResponseWriter, fe *faults.Error) {
 	h := w.Header()
 	if fe.RetryAfterSeconds > 0 {
 		h.Set("Retry-After", strconv.FormatInt(fe.RetryAfterSeconds, 10))
+	}
+	if !fe.RetryCures() {
+		h.Set(HeaderShouldRetry, "false")
 	}
 	if fe.Reason == faults.UpstreamStatus && len(fe.UpstreamBody) > 0 {
 		ct := fe.UpstreamContentType

@@ -2,6 +2,7 @@ package transcoder
 
 import (
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -39,5 +40,35 @@ func TestToFault(t *testing.T) {
 	}
 	if fe := toFault(faults.New(faults.InvalidRequest, "x").GRPCStatus().Err()); fe.HTTPStatus() != http.StatusBadRequest {
 		t.Fatalf("status %d", fe.HTTPStatus())
+	}
+}
+
+// TestShouldRetryHeader: a budget refusal that no retry within a minute
+// cures (no Retry-After: the call never fits; a Retry-After over 60 s: a
+// day, month or euro cap) carries x-should-retry: false; one with a short
+// Retry-After (a per-minute cap, a day cap in its last minute) and every
+// other error carry none, so that the SDKs' own retry rules apply.
+func TestShouldRetryHeader(t *testing.T) {
+	tests := []struct {
+		name string
+		fe   *faults.Error
+		want string
+	}{
+		{"never fits", &faults.Error{Reason: faults.BudgetExceeded, Message: "m"}, "false"},
+		{"day cap", &faults.Error{Reason: faults.BudgetExceeded, Message: "m", RetryAfterSeconds: 17000}, "false"},
+		{"61 s", &faults.Error{Reason: faults.BudgetExceeded, Message: "m", RetryAfterSeconds: 61}, "false"},
+		{"60 s", &faults.Error{Reason: faults.BudgetExceeded, Message: "m", RetryAfterSeconds: 60}, ""},
+		{"per minute", &faults.Error{Reason: faults.BudgetExceeded, Message: "m", RetryAfterSeconds: 12}, ""},
+		{"ledger unavailable", &faults.Error{Reason: faults.Unavailable, Message: "m", RetryAfterSeconds: 5}, ""},
+		{"upstream 429", &faults.Error{Reason: faults.UpstreamStatus, UpstreamHTTPStatus: 429, UpstreamBody: []byte(`{}`)}, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			writeOpenAIError(rec, tc.fe)
+			if got := rec.Header().Get("X-Should-Retry"); got != tc.want {
+				t.Errorf("x-should-retry %q, want %q", got, tc.want)
+			}
+		})
 	}
 }

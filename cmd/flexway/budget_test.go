@@ -336,7 +336,7 @@ func TestStreamCommits(t *testing.T) {
 				}
 			},
 			disconnect: true,
-			want:       -1, // input estimate + relayed bytes / 3, checked below
+			want:       -1, // input charge + relayed bytes / 3, checked below
 		},
 		{
 			name: "upstream cuts the stream",
@@ -346,7 +346,7 @@ func TestStreamCommits(t *testing.T) {
 				w.(http.Flusher).Flush()
 				panic(http.ErrAbortHandler) // the connection drops, no [DONE]
 			},
-			want: est.Input + ibudget.TokensForBytes(int64(len("Once upon"))),
+			want: est.InputCharge + ibudget.TokensForBytes(int64(len("Once upon"))),
 		},
 	}
 	for _, tc := range cases {
@@ -390,7 +390,7 @@ func TestStreamCommits(t *testing.T) {
 			if tc.disconnect {
 				// At least the two chunks read, maybe a few more in flight
 				// when the client went away; never the reservation.
-				lo := est.Input + ibudget.TokensForBytes(int64(2*len("word ")))
+				lo := est.InputCharge + ibudget.TokensForBytes(int64(2*len("word ")))
 				if got.Committed < lo || got.Committed >= est.Input+est.Output {
 					t.Fatalf("committed %d after a disconnect, want an estimate in [%d, %d)", got.Committed, lo, est.Input+est.Output)
 				}
@@ -453,9 +453,10 @@ func TestBudgetRefusedBeforeTheBody(t *testing.T) {
 // comes as header metadata.
 func TestBudgetOverGRPC(t *testing.T) {
 	up := newUpstream(t, usageUpstream(10, 5))
-	// 15 tokens per call against 40: soft (0.3) after the first, refused
-	// when the third's reservation (max_tokens 5 + its input) does not fit.
-	g := startGateway(t, budgetConfig(t, up.URL, up.URL, "    soft: 0.3\n    default: {tokens_per_day: 40}"))
+	// 15 tokens per call against 70: soft (0.2) after the first, refused
+	// when the third's reservation (max_tokens 5 + its input bound, 6 bytes
+	// + 8 + 32: 51) does not fit.
+	g := startGateway(t, budgetConfig(t, up.URL, up.URL, "    soft: 0.2\n    default: {tokens_per_day: 70}"))
 	client := flexwayv1.NewChatServiceClient(grpcConn(t, g))
 	req := &flexwayv1.CreateChatCompletionRequest{Model: "m", MaxTokens: proto.Int64(5), Messages: []*flexwayv1.ChatMessage{userMessage("Hi")}}
 	var soft []string
@@ -474,7 +475,7 @@ func TestBudgetOverGRPC(t *testing.T) {
 				t.Fatalf("call %d: %v (%v), want RESOURCE_EXHAUSTED budget_exceeded with retry_after_seconds", i, err, info)
 			}
 			if i != 2 {
-				t.Fatalf("refused at call %d, want the third (15 + 15 committed, 40 capped)", i+1)
+				t.Fatalf("refused at call %d, want the third (15 + 15 committed, 70 capped)", i+1)
 			}
 			break
 		}

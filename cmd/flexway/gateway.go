@@ -109,6 +109,8 @@ func build(cfg *config.Config, log *slog.Logger, led *budget.Ledger, aw *auditlo
 			Prices:                prices(cfg),
 			ReserveOutputTokens:   cfg.AI.Budget.ReserveOutputTokens,
 			ReserveTokensPerImage: cfg.AI.Vision.ReserveTokensPerImage,
+			MaxOutputTokens:       cfg.AI.Budget.MaxOutputTokens,
+			PromptOverheadTokens:  promptOverheads(cfg),
 			Known:                 accts.Known,
 			Proxied:               proxied,
 			FrameSize:             frameSize,

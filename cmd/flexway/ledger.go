@@ -96,6 +96,15 @@ func prices(cfg *config.Config) map[string]budget.Price {
 	return ps
 }
 
+// promptOverheads is each backend's prompt_overhead_tokens, by name.
+func promptOverheads(cfg *config.Config) map[string]int64 {
+	m := make(map[string]int64, len(cfg.AI.Backends))
+	for name, b := range cfg.AI.Backends {
+		m[name] = b.PromptOverheadTokens
+	}
+	return m
+}
+
 // ledgerInit writes the marker of a new Redis ledger. It refuses an
 // embedded store (which needs no initialisation) and says whether the
 // marker was already there. A Redis that lost its data gets a new marker

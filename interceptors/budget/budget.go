@@ -58,6 +58,15 @@ type Config struct {
 	// ReserveTokensPerImage is reserved per image part
 	// (ai.vision.reserve_tokens_per_image).
 	ReserveTokensPerImage int64
+	// MaxOutputTokens, when positive, is sent upstream as max_tokens and
+	// reserved, per choice, for a chat request that sets neither
+	// max_completion_tokens nor max_tokens (ai.budget.max_output_tokens).
+	MaxOutputTokens int64
+	// PromptOverheadTokens is each backend's per-call chat-template
+	// overhead, in tokens, by backend name
+	// (ai.backends.NAME.prompt_overhead_tokens); a backend absent here has
+	// [DefaultPromptOverheadTokens].
+	PromptOverheadTokens map[string]int64
 	// Known, when set, says whether a tenant (agent "") or an agent
 	// exists; a call from an unknown one (a relay may pass any name) is
 	// refused: no budget can be charged to it.
@@ -95,27 +104,80 @@ func New(cfg Config) *Meter {
 	return &Meter{cfg: cfg, log: log}
 }
 
-// Estimate is what a request is expected to cost, in tokens, before it is
-// served.
+// Estimate is what a request may cost, in tokens, before it is served:
+// the reservation.
 type Estimate struct {
-	// Input is the estimated prompt: text bytes / 3, rounded up, plus 4
-	// tokens per message and 3 for the reply's priming, plus
-	// ReserveTokensPerImage per image; for embeddings, the token ids
-	// given, or text bytes / 3.
+	// Input is an upper bound of the prompt no honest tokenizer exceeds
+	// (see [InputBound]): for chat, one token per UTF-8 byte of every text
+	// the model reads (roles, names, content, tool definitions and every
+	// other carried field's JSON), plus [MessageOverheadTokens] per message,
+	// plus the planned backends' prompt_overhead_tokens, plus
+	// ReserveTokensPerImage per image; for embeddings, the token ids given,
+	// or one token per text byte, plus [EmbeddingInputOverheadTokens] per
+	// input.
 	Input int64
-	// Output is the larger of max_completion_tokens and max_tokens, else
-	// ReserveOutputTokens, times n; 0 for embeddings.
+	// Output is the per-choice output bound times n: the largest of
+	// max_completion_tokens, max_tokens and the output-length fields other
+	// servers read ([OutputLengthFields]); when the request sets neither
+	// max_completion_tokens nor max_tokens, ReserveOutputTokens (or
+	// MaxOutputTokens, which is then sent as max_tokens) joins the
+	// largest. 0 for embeddings.
 	Output int64
+	// InputCharge is the input charged for a call served without reported
+	// usage (a stream cut after output began): an estimate of the truth,
+	// not a bound — text bytes / 3, rounded up, plus 4 tokens per message
+	// and 3 (English averages about 4 bytes a token). For embeddings it
+	// equals Input.
+	InputCharge int64
+	// OutputLimit is the output, in tokens per choice, the request itself
+	// bounds: the largest of max_completion_tokens, max_tokens and the
+	// output-length fields; 0 when it sets none. A stream whose relayed
+	// output passes it is cut (the upstream ignored it).
+	OutputLimit int64
 }
 
-// TokensForBytes is the token estimate of n bytes of text: one token per 3
-// bytes, rounded up. English averages about 4 bytes a token and most other
-// scripts fewer, so the estimate errs on the side of reserving more.
+// Template overheads of the input bound.
+const (
+	// MessageOverheadTokens is reserved per chat message for the tokens a
+	// chat template wraps it in: ChatML's <|im_start|>, role line end,
+	// <|im_end|> and newline are 4 or 5 tokens; Llama 3's
+	// <|start_header_id|>, <|end_header_id|>, "\n\n" and <|eot_id|> are 4;
+	// the role itself is counted as text. 8 leaves room for templates a
+	// little more verbose (Gemma, Mistral).
+	MessageOverheadTokens = 8
+	// DefaultPromptOverheadTokens is the per-call template overhead of a
+	// backend that declares no prompt_overhead_tokens: Llama 3.1's
+	// <|begin_of_text|> (1), its default system header with the knowledge
+	// and today's dates (about 22) and the assistant priming (4) make 27;
+	// ChatML's priming is 3.
+	DefaultPromptOverheadTokens = 32
+	// EmbeddingInputOverheadTokens is reserved per embeddings input for the
+	// tokens an encoder adds ([CLS] and [SEP], or BOS and EOS).
+	EmbeddingInputOverheadTokens = 2
+)
+
+// TokensForBytes is the charged token estimate of n bytes of text: one
+// token per 3 bytes, rounded up. English averages about 4 bytes a token,
+// so the estimate errs on the side of charging more; it is no bound.
 func TokensForBytes(n int64) int64 { return (n + 2) / 3 }
 
-// Estimate returns the estimate of a chat or embeddings request, and false
-// for any other message.
-func (m *Meter) Estimate(req any) (Estimate, bool) {
+// InputBound is the most tokens n bytes of UTF-8 text can be: every
+// byte-level BPE token (GPT, Llama 3, Qwen) and every SentencePiece token
+// with byte fallback (Llama 2, Mistral, Gemma) stands for at least one
+// byte, so no honest tokenizer makes more tokens than bytes.
+func InputBound(n int64) int64 { return n }
+
+// Estimate returns the estimate of a chat or embeddings request planned
+// on backends it knows nothing of (each one's prompt overhead is
+// [DefaultPromptOverheadTokens]), and false for any other message.
+func (m *Meter) Estimate(req any) (Estimate, bool) { return m.EstimateFor(req, nil) }
+
+// EstimateFor returns the estimate of a chat or embeddings request whose
+// plan is backends (the first serves, the others are its fallbacks): the
+// input bound counts the largest prompt overhead among them. Output-length
+// fields whose value is no non-negative integer are left out here (see
+// [OutputLengthFields]). It returns false for any other message.
+func (m *Meter) EstimateFor(req any, backends []string) (Estimate, bool) {
 	switch r := req.(type) {
 	case *flexwayv1.CreateChatCompletionRequest:
 		var textBytes, images int64
@@ -132,17 +194,25 @@ func (m *Meter) Estimate(req any) (Estimate, bool) {
 		}
 		// Tools, response formats and other request fields the model reads.
 		textBytes += extraBytes(r.GetExtraFields())
-		e := Estimate{Input: TokensForBytes(textBytes) + 4*int64(len(r.GetMessages())) + 3 + images*m.cfg.ReserveTokensPerImage}
+		msgs := int64(len(r.GetMessages()))
+		imageTokens := images * m.cfg.ReserveTokensPerImage
+		e := Estimate{
+			Input:       saturatingAdd(saturatingAdd(InputBound(textBytes)+MessageOverheadTokens*msgs, m.promptOverhead(backends)), imageTokens),
+			InputCharge: saturatingAdd(TokensForBytes(textBytes)+4*msgs+3, imageTokens),
+		}
+		aliases, _ := OutputLengthFields(r.GetExtraFields())
 		switch {
 		case r.MaxCompletionTokens != nil || r.MaxTokens != nil:
 			// Both go upstream, and an upstream may honour either: the
 			// larger one is what the call may use.
-			e.Output = max(r.GetMaxCompletionTokens(), r.GetMaxTokens())
+			e.OutputLimit = max(r.GetMaxCompletionTokens(), r.GetMaxTokens(), aliases)
+			e.Output = e.OutputLimit
 		default:
-			e.Output = m.cfg.ReserveOutputTokens
+			e.OutputLimit = aliases
+			e.Output = max(m.cfg.ReserveOutputTokens, aliases)
 		}
 		if n := int64(r.GetN()); n > 1 {
-			e.Output *= n
+			e.Output = saturatingMul(e.Output, n)
 		}
 		return e, true
 	case *flexwayv1.CreateEmbeddingRequest:
@@ -150,21 +220,39 @@ func (m *Meter) Estimate(req any) (Estimate, bool) {
 		var e Estimate
 		switch {
 		case in.GetTokens() != nil:
-			e.Input = int64(len(in.GetTokens().GetValues()))
+			e.Input = int64(len(in.GetTokens().GetValues())) + EmbeddingInputOverheadTokens
 		case in.GetTokenArrays() != nil:
 			for _, a := range in.GetTokenArrays().GetValues() {
-				e.Input += int64(len(a.GetValues()))
+				e.Input += int64(len(a.GetValues())) + EmbeddingInputOverheadTokens
 			}
 		case in.GetTexts() != nil:
 			for _, t := range in.GetTexts().GetValues() {
-				e.Input += TokensForBytes(int64(len(t)))
+				e.Input += InputBound(int64(len(t))) + EmbeddingInputOverheadTokens
 			}
 		default:
-			e.Input = TokensForBytes(int64(len(in.GetText())))
+			e.Input = InputBound(int64(len(in.GetText()))) + EmbeddingInputOverheadTokens
 		}
+		e.InputCharge = e.Input
 		return e, true
 	}
 	return Estimate{}, false
+}
+
+// promptOverhead is the largest per-call template overhead among backends
+// ([Config.PromptOverheadTokens]); [DefaultPromptOverheadTokens] for none.
+func (m *Meter) promptOverhead(backends []string) int64 {
+	if len(backends) == 0 {
+		return DefaultPromptOverheadTokens
+	}
+	var most int64
+	for _, b := range backends {
+		v, ok := m.cfg.PromptOverheadTokens[b]
+		if !ok {
+			v = DefaultPromptOverheadTokens
+		}
+		most = max(most, v)
+	}
+	return most
 }
 
 // extraBytes sums the JSON of the non-null fields Flexway carries without
@@ -205,11 +293,10 @@ type checkedKey struct{}
 func (m *Meter) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		st := call.FromContext(ctx)
-		est, ok := m.Estimate(req)
-		if !ok || st == nil {
+		if !metered(req) || st == nil {
 			return handler(ctx, req)
 		}
-		res, err := m.admit(ctx, st, req, est, func(md metadata.MD) { _ = grpc.SetHeader(ctx, md) })
+		res, est, err := m.admit(ctx, st, req, func(md metadata.MD) { _ = grpc.SetHeader(ctx, md) })
 		if err != nil {
 			return nil, err
 		}
@@ -258,11 +345,10 @@ func (s *stream) RecvMsg(msg any) error {
 	if err := s.ServerStream.RecvMsg(msg); err != nil {
 		return err
 	}
-	est, ok := s.m.Estimate(msg)
-	if !ok || s.res != nil {
+	if !metered(msg) || s.res != nil {
 		return nil
 	}
-	res, err := s.m.admit(s.Context(), s.st, msg, est, func(md metadata.MD) { _ = s.ServerStream.SetHeader(md) })
+	res, est, err := s.m.admit(s.Context(), s.st, msg, func(md metadata.MD) { _ = s.ServerStream.SetHeader(md) })
 	if err != nil {
 		return err
 	}
@@ -270,14 +356,46 @@ func (s *stream) RecvMsg(msg any) error {
 	return nil
 }
 
-// admit checks the caller's caps, plans the call into st.Plan, and
-// reserves est priced at the planned backend.
-func (m *Meter) admit(ctx context.Context, st *call.State, req any, est Estimate, setHeader func(metadata.MD)) (res *ledger.Reservation, err error) {
+// metered reports whether req is a chat or embeddings request.
+func metered(req any) bool {
+	switch req.(type) {
+	case *flexwayv1.CreateChatCompletionRequest, *flexwayv1.CreateEmbeddingRequest:
+		return true
+	}
+	return false
+}
+
+// prepare readies a chat request for its reservation: a carried
+// output-length field that is no non-negative integer is refused (400
+// naming it), and a request that sets neither max_completion_tokens nor
+// max_tokens gets MaxOutputTokens as max_tokens, when configured.
+func (m *Meter) prepare(req any) error {
+	r, ok := req.(*flexwayv1.CreateChatCompletionRequest)
+	if !ok {
+		return nil
+	}
+	if _, ferr := OutputLengthFields(r.GetExtraFields()); ferr != nil {
+		return ferr
+	}
+	if m.cfg.MaxOutputTokens > 0 && r.MaxTokens == nil && r.MaxCompletionTokens == nil {
+		v := m.cfg.MaxOutputTokens
+		r.MaxTokens = &v
+	}
+	return nil
+}
+
+// admit checks the caller's caps, plans the call into st.Plan, estimates
+// it for that plan, and reserves the estimate priced at the planned
+// backend. st.OutputLimit gets the request's own output limit.
+func (m *Meter) admit(ctx context.Context, st *call.State, req any, setHeader func(metadata.MD)) (res *ledger.Reservation, est Estimate, err error) {
 	ctx, span := m.cfg.Tracer.Start(ctx, "flexway.budget.reserve")
 	defer func() { endSpan(span, err) }()
 	acct := ledger.Account{Tenant: st.Tenant, Agent: st.Agent}
 	if k := m.cfg.Known; k != nil && (!k(st.Tenant, "") || (st.Agent != "" && !k(st.Tenant, st.Agent))) {
-		return nil, faults.New(faults.InvalidAPIKey, "tenant %q or its agent %q is not declared here: no budget can be charged", st.Tenant, st.Agent)
+		return nil, est, faults.New(faults.InvalidAPIKey, "tenant %q or its agent %q is not declared here: no budget can be charged", st.Tenant, st.Agent)
+	}
+	if err := m.prepare(req); err != nil {
+		return nil, est, err
 	}
 	c, ok := ctx.Value(checkedKey{}).(checked)
 	s := c.state
@@ -285,7 +403,7 @@ func (m *Meter) admit(ctx context.Context, st *call.State, req any, est Estimate
 		var err error
 		s, err = m.cfg.Ledger.Check(ctx, acct)
 		if err := refusal(s, err); err != nil {
-			return nil, err
+			return nil, est, err
 		}
 	}
 	capability, _ := server.CapabilityOf(req)
@@ -293,9 +411,11 @@ func (m *Meter) admit(ctx context.Context, st *call.State, req any, est Estimate
 		Tenant: st.Tenant, Agent: st.Agent, Capability: capability, Sensitive: st.Sensitive, Soft: s.Soft,
 	})
 	if err != nil {
-		return nil, err
+		return nil, est, err
 	}
 	st.Plan, st.Soft = plan.Backends, s.Soft
+	est, _ = m.EstimateFor(req, plan.Backends)
+	st.OutputLimit = est.OutputLimit
 	if s.Soft {
 		setHeader(metadata.Pairs(HeaderBudget, "soft"))
 	}
@@ -305,9 +425,9 @@ func (m *Meter) admit(ctx context.Context, st *call.State, req any, est Estimate
 		NanoEUR: price.Cost(est.Input, est.Output),
 	})
 	if err != nil {
-		return nil, refusal(ledger.State{}, err)
+		return nil, est, refusal(ledger.State{}, err)
 	}
-	return res, nil
+	return res, est, nil
 }
 
 // settle commits what the call used, or releases the reservation when
@@ -325,7 +445,10 @@ func (m *Meter) settle(ctx context.Context, st *call.State, res *ledger.Reservat
 		return
 	}
 	if !o.UsageReported {
-		o.InputTokens, o.OutputTokens = est.Input, TokensForBytes(o.OutputBytes)
+		// A charge, not a bound: about the truth for English, and at
+		// least one token per content event relayed.
+		o.InputTokens = est.InputCharge
+		o.OutputTokens = max(TokensForBytes(o.OutputBytes), o.OutputEvents)
 		o.UsageEstimated = true
 	}
 	price := m.cfg.Prices[o.Backend]
@@ -334,6 +457,7 @@ func (m *Meter) settle(ctx context.Context, st *call.State, res *ledger.Reservat
 		NanoEUR: price.Cost(o.InputTokens, o.OutputTokens),
 	}
 	o.CostNanoEUR = actual.NanoEUR
+	o.UsageOverReservation = o.UsageReported && actual.Tokens > saturatingAdd(est.Input, est.Output)
 	st.SetOutcome(o) // the audit line reads what was charged
 	if err := m.cfg.Ledger.Commit(ctx, res, actual); err != nil {
 		m.log.ErrorContext(ctx, commitFailure(err),
@@ -385,6 +509,14 @@ func retryAfterSeconds(d time.Duration) int64 {
 		return 1
 	}
 	return s
+}
+
+// saturatingMul is a*b for a, b ≥ 0, capped at math.MaxInt64.
+func saturatingMul(a, b int64) int64 {
+	if b != 0 && a > math.MaxInt64/b {
+		return math.MaxInt64
+	}
+	return a * b
 }
 
 func saturatingAdd(a, b int64) int64 {

@@ -19,27 +19,29 @@ func TestEstimate(t *testing.T) {
 		{Type: "image_url", ImageUrl: &flexwayv1.ImageUrl{Url: "data:image/png;base64,AAAA"}},
 	}}}}
 	cases := []struct {
-		name          string
-		req           any
-		input, output int64
+		name                 string
+		req                  any
+		input, output, limit int64
+		charge               int64
 	}{
-		// "user" + 12 bytes = 16 bytes → 6 tokens, + 4 per message + 3.
-		{"default output", &flexwayv1.CreateChatCompletionRequest{Messages: []*flexwayv1.ChatMessage{text("user", "Hello there!")}}, 6 + 4 + 3, 1000},
-		{"max_tokens", &flexwayv1.CreateChatCompletionRequest{MaxTokens: proto.Int64(50), Messages: []*flexwayv1.ChatMessage{text("user", "Hello there!")}}, 13, 50},
-		{"the larger of both fields", &flexwayv1.CreateChatCompletionRequest{MaxTokens: proto.Int64(500), MaxCompletionTokens: proto.Int64(20), Messages: []*flexwayv1.ChatMessage{text("user", "Hello there!")}}, 13, 500},
-		{"n choices", &flexwayv1.CreateChatCompletionRequest{N: proto.Int32(3), MaxCompletionTokens: proto.Int64(20), Messages: []*flexwayv1.ChatMessage{text("user", "Hello there!")}}, 13, 60},
-		// "user" + "what is this?" = 17 bytes → 6, + 4 + 3, + one image.
-		{"image", &flexwayv1.CreateChatCompletionRequest{MaxTokens: proto.Int64(1), Messages: []*flexwayv1.ChatMessage{image}}, 6 + 4 + 3 + 2048, 1},
+		// "user" + 12 bytes = 16 bytes, one token each at most, + 8 for the
+		// message + 32 for the call; charged 16/3 → 6, + 4 + 3.
+		{"default output", &flexwayv1.CreateChatCompletionRequest{Messages: []*flexwayv1.ChatMessage{text("user", "Hello there!")}}, 16 + 8 + 32, 1000, 0, 6 + 4 + 3},
+		{"max_tokens", &flexwayv1.CreateChatCompletionRequest{MaxTokens: proto.Int64(50), Messages: []*flexwayv1.ChatMessage{text("user", "Hello there!")}}, 56, 50, 50, 13},
+		{"the larger of both fields", &flexwayv1.CreateChatCompletionRequest{MaxTokens: proto.Int64(500), MaxCompletionTokens: proto.Int64(20), Messages: []*flexwayv1.ChatMessage{text("user", "Hello there!")}}, 56, 500, 500, 13},
+		{"n choices", &flexwayv1.CreateChatCompletionRequest{N: proto.Int32(3), MaxCompletionTokens: proto.Int64(20), Messages: []*flexwayv1.ChatMessage{text("user", "Hello there!")}}, 56, 60, 20, 13},
+		// "user" + "what is this?" = 17 bytes, + 8 + 32, + one image.
+		{"image", &flexwayv1.CreateChatCompletionRequest{MaxTokens: proto.Int64(1), Messages: []*flexwayv1.ChatMessage{image}}, 17 + 8 + 32 + 2048, 1, 1, 6 + 4 + 3 + 2048},
 		{"tools count as input", &flexwayv1.CreateChatCompletionRequest{MaxTokens: proto.Int64(1), Messages: []*flexwayv1.ChatMessage{text("user", "Hello there!")},
-			ExtraFields: map[string]string{"tools": `[{"type":"function","function":{"name":"f"}}]`, "seed": "null"}}, (16+45+2)/3 + 4 + 3, 1},
-		{"embeddings text", &flexwayv1.CreateEmbeddingRequest{Input: &flexwayv1.EmbeddingInput{Input: &flexwayv1.EmbeddingInput_Text{Text: "abcdefg"}}}, 3, 0},
-		{"embeddings texts", &flexwayv1.CreateEmbeddingRequest{Input: &flexwayv1.EmbeddingInput{Input: &flexwayv1.EmbeddingInput_Texts{Texts: &flexwayv1.Texts{Values: []string{"abc", "abcd"}}}}}, 1 + 2, 0},
-		{"embeddings token arrays", &flexwayv1.CreateEmbeddingRequest{Input: &flexwayv1.EmbeddingInput{Input: &flexwayv1.EmbeddingInput_TokenArrays{TokenArrays: &flexwayv1.TokenArrays{Values: []*flexwayv1.Tokens{{Values: []int64{1, 2, 3}}, {Values: []int64{4}}}}}}}, 4, 0},
+			ExtraFields: map[string]string{"tools": `[{"type":"function","function":{"name":"f"}}]`, "seed": "null"}}, 16 + 45 + 8 + 32, 1, 1, (16+45+2)/3 + 4 + 3},
+		{"embeddings text", &flexwayv1.CreateEmbeddingRequest{Input: &flexwayv1.EmbeddingInput{Input: &flexwayv1.EmbeddingInput_Text{Text: "abcdefg"}}}, 7 + 2, 0, 0, 9},
+		{"embeddings texts", &flexwayv1.CreateEmbeddingRequest{Input: &flexwayv1.EmbeddingInput{Input: &flexwayv1.EmbeddingInput_Texts{Texts: &flexwayv1.Texts{Values: []string{"abc", "abcd"}}}}}, 3 + 2 + 4 + 2, 0, 0, 11},
+		{"embeddings token arrays", &flexwayv1.CreateEmbeddingRequest{Input: &flexwayv1.EmbeddingInput{Input: &flexwayv1.EmbeddingInput_TokenArrays{TokenArrays: &flexwayv1.TokenArrays{Values: []*flexwayv1.Tokens{{Values: []int64{1, 2, 3}}, {Values: []int64{4}}}}}}}, 3 + 2 + 1 + 2, 0, 0, 8},
 	}
 	for _, tc := range cases {
 		est, ok := m.Estimate(tc.req)
-		if !ok || est.Input != tc.input || est.Output != tc.output {
-			t.Errorf("%s: %+v (%v), want input %d, output %d", tc.name, est, ok, tc.input, tc.output)
+		if !ok || est.Input != tc.input || est.Output != tc.output || est.OutputLimit != tc.limit || est.InputCharge != tc.charge {
+			t.Errorf("%s: %+v (%v), want input %d, output %d, limit %d, charge %d", tc.name, est, ok, tc.input, tc.output, tc.limit, tc.charge)
 		}
 	}
 	if _, ok := m.Estimate(&flexwayv1.ListModelsRequest{}); ok {

@@ -75,6 +75,11 @@ type Line struct {
 	CostNanoEUR int64 `json:"-"`
 	// UsageEstimated is set when the usage was estimated (a cut stream).
 	UsageEstimated bool `json:"usage_estimated"`
+	// UsageOverReservation is set, and only then written, when the usage
+	// the upstream reported is more tokens than the call reserved: the
+	// upstream did not honour the output limit (or the call set none and
+	// used more than ai.budget.reserve_output_tokens).
+	UsageOverReservation bool `json:"usage_over_reservation,omitempty"`
 	// MeteredBy is local, or upstream for a relay whose peer meters.
 	MeteredBy string `json:"metered_by"`
 	// Outcome is ok, refused, upstream_error, canceled or error.

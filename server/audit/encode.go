@@ -61,6 +61,9 @@ func appendLine(dst []byte, l *Line) []byte {
 	// CostNanoEUR is not written (json:"-").
 	dst = append(dst, `,"usage_estimated":`...)
 	dst = strconv.AppendBool(dst, l.UsageEstimated)
+	if l.UsageOverReservation {
+		dst = append(dst, `,"usage_over_reservation":true`...)
+	}
 	dst = append(dst, `,"metered_by":`...)
 	dst = openaiwire.AppendString(dst, l.MeteredBy)
 	dst = append(dst, `,"outcome":`...)

@@ -19,6 +19,26 @@ import (
 // with errors.Is.
 var ErrUpstreamAuth = errors.New("upstream refused the gateway's credentials")
 
+// ErrRequestCaused is the cause (faults.Error.Err) of the
+// faults.UpstreamError a backend returns when a healthy upstream answered
+// in a way the call's own request explains, so that the failure says
+// nothing of the backend's health:
+//   - a 2xx answer of a media type the call did not ask for: an event
+//     stream (text/event-stream, or a body of SSE `data:` lines) to a unary
+//     call, or a whole JSON completion (with choices, not an error object)
+//     to a stream call, which a carried field of the request may have
+//     asked for;
+//   - an answer too large to be read (over 64 MiB, or one stream event
+//     over 64 MiB), which the request's own n and max_tokens explain.
+//
+// Such a failure never counts against the backend's circuit breaker (it
+// would let one caller open a circuit every tenant shares) and is not
+// fallen back from: the next backend would be asked the same. Everything
+// else that fails after the request was sent (a connection error, a 5xx, a
+// timeout, a 2xx answer that is garbage or an error object) is the
+// backend's. Test for it with errors.Is.
+var ErrRequestCaused = errors.New("the upstream's answer is explained by the call's own request")
+
 // Backend serves chat completions and embeddings. Implementations are safe
 // for concurrent use. Errors are *faults.Error:
 //   - faults.UpstreamStatus for an upstream 4xx other than 401 and 403
@@ -28,7 +48,8 @@ var ErrUpstreamAuth = errors.New("upstream refused the gateway's credentials")
 //     caller is not told as if its own key were refused, and which is never
 //     fallen back from; no upstream body is kept;
 //   - faults.UpstreamError for a connection error, a 5xx or an unreadable
-//     answer;
+//     answer; wrapping [ErrRequestCaused] when the call's own request
+//     explains the failure;
 //   - faults.UpstreamTimeout for a timeout, and faults.Canceled when ctx was
 //     canceled.
 type Backend interface {
@@ -71,11 +92,12 @@ type ChunkStream interface {
 // connection error, a 5xx, a timeout or an open circuit (faults reasons
 // upstream_error, upstream_timeout, no_backend_available). It is the rule
 // the core falls back by and a circuit breaker counts by. An upstream 4xx,
-// a cancellation, and an upstream refusing Flexway's own credentials
-// ([ErrUpstreamAuth], a configuration problem) are not.
+// a cancellation, an upstream refusing Flexway's own credentials
+// ([ErrUpstreamAuth], a configuration problem) and a failure the call's
+// own request explains ([ErrRequestCaused]) are not.
 func Unavailable(err error) bool {
 	var fe *faults.Error
-	if !errors.As(err, &fe) || errors.Is(err, ErrUpstreamAuth) {
+	if !errors.As(err, &fe) || errors.Is(err, ErrUpstreamAuth) || errors.Is(err, ErrRequestCaused) {
 		return false
 	}
 	switch fe.Reason {

@@ -50,6 +50,12 @@ type State struct {
 	Plan []string
 	// Soft is set when the caller is at or past the soft mark of a cap.
 	Soft bool
+	// OutputLimit, when positive, is the output in tokens per choice the
+	// request itself bounds (max_tokens, max_completion_tokens and the
+	// output-length fields other servers read; set by the budget
+	// interceptor). A stream whose relayed output passes it is cut: the
+	// upstream ignored it.
+	OutputLimit int64
 
 	mu       sync.Mutex
 	outcome  Outcome
@@ -77,6 +83,15 @@ type Outcome struct {
 	// OutputBytes counts the bytes of output relayed (content, refusal
 	// and tool call text), for an estimate when no usage was reported.
 	OutputBytes int64
+	// OutputEvents counts the stream events relayed that carried output
+	// for a choice (each is at least one token), summed over choices.
+	OutputEvents int64
+	// OutputCut is set when a stream was cut at State.OutputLimit.
+	OutputCut bool
+	// UsageOverReservation is set when the reported usage, in tokens, is
+	// more than the call's reservation (the upstream did not honour the
+	// output limit, or the call set none and used more than the default).
+	UsageOverReservation bool
 	// CostNanoEUR is the cost committed to the budget, in nano-euros.
 	CostNanoEUR int64
 	// Capability is chat, vision, embeddings or grpc.

@@ -120,6 +120,8 @@ func TestCompatFilesLoad(t *testing.T) {
 			{"budget.soft", ai.Budget.Soft, 0.8},
 			{"budget.soft_backend", ai.Budget.SoftBackend, "cheap"},
 			{"budget.reserve_output_tokens", ai.Budget.ReserveOutputTokens, int64(1024)},
+			{"budget.max_output_tokens (absent: none)", ai.Budget.MaxOutputTokens, int64(0)},
+			{"main.prompt_overhead_tokens (absent: the default)", ai.Backends["main"].PromptOverheadTokens, int64(32)},
 			{"budget.timezone", ai.Budget.Timezone, "UTC"},
 			{"budget.store", ai.Budget.Store, config.Store{Type: config.StoreEmbedded, Path: filepath.Join(dir, "flexway-data", "ledger.db")}},
 			{"budget.default.tokens_per_day", ai.Budget.Default.TokensPerDay, ptr(int64(2_000_000))},

@@ -172,6 +172,12 @@ type Budget struct {
 	// ReserveOutputTokens is the output, in tokens, reserved when a request
 	// sets no max_tokens. Default 1024.
 	ReserveOutputTokens int64 `yaml:"reserve_output_tokens"`
+	// MaxOutputTokens, when positive, is sent upstream as max_tokens, and
+	// reserved, for a chat request that sets neither max_tokens nor
+	// max_completion_tokens, so that every call has an output bound.
+	// Absent (0) by default: such a request is reserved
+	// ReserveOutputTokens and the upstream decides its length.
+	MaxOutputTokens int64 `yaml:"max_output_tokens"`
 	// Timezone is the IANA zone in which days and months roll over.
 	// Default UTC.
 	Timezone string `yaml:"timezone"`
@@ -309,6 +315,11 @@ type Backend struct {
 	IdleTimeout Duration `yaml:"idle_timeout"`
 	// CircuitBreaker opens the backend's circuit after repeated failures.
 	CircuitBreaker CircuitBreaker `yaml:"circuit_breaker"`
+	// PromptOverheadTokens is the chat-template overhead, in tokens, the
+	// upstream adds to a call's prompt once (BOS, a default system header,
+	// tool instructions, the assistant priming), reserved on top of the
+	// input bound (one token per byte plus 8 per message). Default 32.
+	PromptOverheadTokens int64 `yaml:"prompt_overhead_tokens"`
 	// Metering is local (the default: this Flexway meters and bills) or
 	// upstream (the peer does; local caps still hold).
 	Metering Metering `yaml:"metering"`

@@ -23,6 +23,7 @@ const (
 	defaultIdleTimeout           = Duration(30 * time.Second)
 	defaultBreakerFailures       = 5
 	defaultBreakerOpenFor        = Duration(30 * time.Second)
+	defaultPromptOverheadTokens  = 32
 )
 
 // defaulter is a type whose zero fields have defaults independent of its
@@ -37,7 +38,7 @@ type defaulter interface{ setDefaults() }
 // vision limits (8MiB, 24MiB, 2048 tokens per image), audit path
 // (./flexway-data/audit.jsonl), and per backend kind openai, auth none,
 // capabilities [chat] (none for grpc), timeouts 60s and 30s, circuit
-// breaker 5 failures for 30s, metering local; ai.backend becomes the only
+// breaker 5 failures for 30s, prompt_overhead_tokens 32, metering local; ai.backend becomes the only
 // backend when exactly one exists. Optional booleans (external,
 // allow_data_uris, prometheus) stay nil, which their accessors read as true.
 //
@@ -77,6 +78,7 @@ func (b *Backend) setDefaults() {
 	setZero(&b.IdleTimeout, defaultIdleTimeout)
 	setZero(&b.CircuitBreaker.Failures, defaultBreakerFailures)
 	setZero(&b.CircuitBreaker.OpenFor, defaultBreakerOpenFor)
+	setZero(&b.PromptOverheadTokens, defaultPromptOverheadTokens)
 	setZero(&b.Metering, MeteringLocal)
 }
 

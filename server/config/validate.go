@@ -311,6 +311,9 @@ func (b Budget) validate(col *collector, ref func(path, name string) (Backend, b
 	if b.ReserveOutputTokens < 0 {
 		col.errorf("ai.budget.reserve_output_tokens", "must not be negative")
 	}
+	if b.MaxOutputTokens < 0 {
+		col.errorf("ai.budget.max_output_tokens", "must not be negative (leave it out for none)")
+	}
 	if _, err := b.Location(); err != nil {
 		col.errorf("ai.budget.timezone", "unknown time zone %q: want an IANA name such as UTC or Europe/Paris", b.Timezone)
 	}
@@ -475,6 +478,9 @@ func (b Backend) validate(col *collector, name string, all map[string]Backend) {
 	}
 	if b.CircuitBreaker.OpenFor <= 0 {
 		col.errorf(path+".circuit_breaker.open_for", "must be positive")
+	}
+	if b.PromptOverheadTokens < 0 {
+		col.errorf(path+".prompt_overhead_tokens", "must not be negative")
 	}
 
 	switch {

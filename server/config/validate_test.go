@@ -294,6 +294,13 @@ func TestValidate(t *testing.T) {
 			wantPath: "ai.budget.soft", wantText: "is not in (0, 1)"},
 		{name: "negative reserve_output_tokens", edit: func(c *config.Config) { c.AI.Budget.ReserveOutputTokens = -1 },
 			wantPath: "ai.budget.reserve_output_tokens", wantText: "must not be negative"},
+		{name: "negative max_output_tokens", edit: func(c *config.Config) { c.AI.Budget.MaxOutputTokens = -5 },
+			wantPath: "ai.budget.max_output_tokens", wantText: "must not be negative"},
+		{name: "negative prompt_overhead_tokens", edit: func(c *config.Config) {
+			b := c.AI.Backends["main"]
+			b.PromptOverheadTokens = -1
+			c.AI.Backends["main"] = b
+		}, wantPath: "ai.backends.main.prompt_overhead_tokens", wantText: "must not be negative"},
 		{name: "unknown time zone", edit: func(c *config.Config) { c.AI.Budget.Timezone = "Europe/Pariss" },
 			wantPath: "ai.budget.timezone", wantText: `unknown time zone "Europe/Pariss"`},
 		{name: "embedded store without path", edit: func(c *config.Config) { c.AI.Budget.Store.Path = "" },

@@ -156,6 +156,27 @@ func (e *Error) HTTPStatus() int {
 	return http.StatusInternalServerError
 }
 
+// RetryCureSeconds is the longest wait a refusal may ask for and still be
+// one a client's automatic retry is meant to cure: 60 seconds, the longest
+// Retry-After the OpenAI SDKs (openai-go/v3, openai-node) wait for before
+// they fall back to their own backoff.
+const RetryCureSeconds = 60
+
+// RetryCures reports whether a retry within [RetryCureSeconds] may cure the
+// refusal. It is false for a budget refusal ([BudgetExceeded]) that has no
+// Retry-After (the call is bigger than the whole cap: it never fits) or
+// whose Retry-After is longer than a minute (a day, month or euro cap,
+// which resets at its rollover); true for one with a short Retry-After (a
+// per-minute cap, or a day cap in its last minute) and for every other
+// error, whose retry rules are the SDKs' own. The HTTP front writes
+// `x-should-retry: false` when it is false.
+func (e *Error) RetryCures() bool {
+	if e.Reason != BudgetExceeded {
+		return true
+	}
+	return e.RetryAfterSeconds > 0 && e.RetryAfterSeconds <= RetryCureSeconds
+}
+
 // OpenAIType returns the OpenAI error `type` for the reason.
 func (r Reason) OpenAIType() string {
 	if info, ok := reasonTable[r]; ok && info.openAIType != "" {

@@ -8,8 +8,11 @@
 // A failure is what the core falls back from: a connection error, a 5xx, a
 // timeout (faults.UpstreamError, UpstreamTimeout, NoBackendAvailable). An
 // upstream 4xx (429 included) is an answer: the backend is up. The caller's
-// cancellation and an upstream refusing Flexway's own credentials
-// (backends.ErrUpstreamAuth, a configuration problem) count neither way.
+// cancellation, an upstream refusing Flexway's own credentials
+// (backends.ErrUpstreamAuth, a configuration problem) and a failure the
+// call's own request explains (backends.ErrRequestCaused: an event stream
+// answered to a unary call, an answer over 64 MiB) count neither way: no
+// caller can open a circuit that every tenant shares.
 package breaker
 
 import (
@@ -81,9 +84,10 @@ func stateName(s gobreaker.State) string {
 func failure(err error) bool { return backends.Unavailable(err) }
 
 // excluded reports whether err says nothing of the backend: the caller
-// went away, or the upstream refused Flexway's credentials.
+// went away, the upstream refused Flexway's credentials, or the call's own
+// request explains the failure.
 func excluded(err error) bool {
-	if errors.Is(err, context.Canceled) || errors.Is(err, backends.ErrUpstreamAuth) {
+	if errors.Is(err, context.Canceled) || errors.Is(err, backends.ErrUpstreamAuth) || errors.Is(err, backends.ErrRequestCaused) {
 		return true
 	}
 	var fe *faults.Error

@@ -202,3 +202,42 @@ func BenchmarkOpenCircuit(b *testing.B) {
 		}
 	}
 }
+
+// TestRequestCausedFailuresCountNeitherWay: failures the call's own
+// request explains (backends.ErrRequestCaused) neither open the circuit nor
+// reset the count of real failures, on unary calls and on streams.
+func TestRequestCausedFailuresCountNeitherWay(t *testing.T) {
+	f := &fake{}
+	b := breaker.Wrap(f, 5, time.Minute, nil)
+	caused := faults.Wrap(faults.UpstreamError, backends.ErrRequestCaused, "upstream main answered an event stream to a unary call")
+	f.set(caused)
+	for range 10 {
+		if err := call(b); !errors.Is(err, backends.ErrRequestCaused) {
+			t.Fatalf("call: %v, want the request-caused failure", err)
+		}
+		s, _, err := b.StreamChatCompletion(context.Background(), &flexwayv1.CreateChatCompletionRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Recv(); !errors.Is(err, backends.ErrRequestCaused) {
+			t.Fatalf("stream: %v", err)
+		}
+		s.Close()
+	}
+	if b.State() != breaker.Closed || f.calls.Load() != 20 {
+		t.Fatalf("after 20 request-caused failures: %s, %d calls reached the backend; want closed, 20", b.State(), f.calls.Load())
+	}
+	// Four real failures, one request-caused (not a success), one real:
+	// the circuit opens.
+	f.set(down)
+	for range 4 {
+		call(b)
+	}
+	f.set(caused)
+	call(b)
+	f.set(down)
+	call(b)
+	if b.State() != breaker.Open {
+		t.Fatalf("after 5 real failures around a request-caused one: %s, want open", b.State())
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"os"
 	"runtime/debug"
@@ -136,11 +137,19 @@ func (b *Backend) CreateEmbedding(ctx context.Context, req *flexwayv1.CreateEmbe
 // post sends a non-streamed request and returns the 2xx answer's body. An
 // answer that is an OpenAI error object (a non-null top-level "error")
 // without its result member (choices, data) is an upstream error, never
-// an empty result: some upstreams report failures with a 200.
+// an empty result: some upstreams report failures with a 200. An event
+// stream (declared text/event-stream, or a body of SSE fields) is an
+// upstream error wrapping [backends.ErrRequestCaused]: the call asked for
+// JSON, and only a field of its own request can have asked the upstream
+// to stream; its connection is closed rather than read.
 func (b *Backend) post(ctx context.Context, url string, body []byte, result string) ([]byte, error) {
 	ex, err := b.send(ctx, url, body, "application/json")
 	if err != nil {
 		return nil, err
+	}
+	if mt, _, _ := mime.ParseMediaType(ex.resp.Header.Get("Content-Type")); mt == "text/event-stream" {
+		ex.abort(errReleased)
+		return nil, b.unaskedStream()
 	}
 	defer ex.release()
 	data, err := ex.readAll(maxAnswerBytes)
@@ -151,7 +160,29 @@ func (b *Backend) post(ctx context.Context, url string, body []byte, result stri
 		return nil, faults.Wrap(faults.UpstreamError, errorObjectCause("error object", data),
 			fmt.Sprintf("upstream %s answered %d with an error object", b.name, ex.resp.StatusCode))
 	}
+	if looksLikeEventStream(data) {
+		return nil, b.unaskedStream()
+	}
 	return data, nil
+}
+
+// unaskedStream is the error of an event stream answered to a unary call.
+func (b *Backend) unaskedStream() *faults.Error {
+	return faults.Wrap(faults.UpstreamError, backends.ErrRequestCaused,
+		"upstream "+b.name+" answered an event stream to a call that asked for JSON; a field of the request may have asked it to stream")
+}
+
+// looksLikeEventStream reports whether a body that should be JSON starts
+// with an SSE field instead ("data:", "event:", "id:" or a ":" comment),
+// whatever its Content-Type said.
+func looksLikeEventStream(data []byte) bool {
+	data = bytes.TrimLeft(data, " \t\r\n")
+	for _, p := range [][]byte{dataField, eventField, []byte("id")} {
+		if rest, ok := bytes.CutPrefix(data, p); ok && len(rest) > 0 && rest[0] == ':' {
+			return true
+		}
+	}
+	return len(data) > 0 && data[0] == ':'
 }
 
 // encodeError maps a request encoding failure: a *faults.Error is kept,
@@ -315,7 +346,9 @@ func (ex *exchange) readAll(limit int64) ([]byte, error) {
 		return nil, ex.readError(err)
 	}
 	if n > limit {
-		return nil, faults.New(faults.UpstreamError, "upstream %s answered more than %d MiB", ex.b.name, limit>>20)
+		// The call's own n and max_tokens explain an answer this large.
+		return nil, faults.Wrap(faults.UpstreamError, backends.ErrRequestCaused,
+			fmt.Sprintf("upstream %s answered more than %d MiB; lower n or max_tokens", ex.b.name, limit>>20))
 	}
 	return buf.Bytes(), nil
 }

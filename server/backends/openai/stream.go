@@ -10,6 +10,7 @@ import (
 	"io"
 	"mime"
 	"sync/atomic"
+	"time"
 
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
 	"github.com/flexway/flexway/server/backends"
@@ -52,10 +53,39 @@ func (b *Backend) StreamChatCompletion(ctx context.Context, req *flexwayv1.Creat
 		return nil, served, err
 	}
 	if mt, _, _ := mime.ParseMediaType(ex.resp.Header.Get("Content-Type")); mt == "application/json" || mt == "text/html" {
+		fe := faults.New(faults.UpstreamError, "upstream %s answered %s, not an event stream", b.name, mt)
+		if mt == "application/json" && unaskedCompletion(ex) {
+			// A whole completion, no error: the upstream served, but not
+			// as a stream, which only a field of the request can have
+			// asked for.
+			fe = faults.Wrap(faults.UpstreamError, backends.ErrRequestCaused,
+				"upstream "+b.name+" answered a JSON completion to a call that asked for a stream; a field of the request may have asked it not to stream")
+		}
 		ex.release()
-		return nil, served, faults.New(faults.UpstreamError, "upstream %s answered %s, not an event stream", b.name, mt)
+		return nil, served, fe
 	}
 	return &stream{ex: ex, r: bufio.NewReaderSize(ex.body, sseBufferBytes)}, served, nil
+}
+
+// unaskedCompletionBytes bounds the read of a JSON answer to a stream
+// call, to tell a completion from an error object.
+const unaskedCompletionBytes = 1 << 20
+
+// unaskedCompletion reports whether the JSON answer of ex, a stream call,
+// is a chat completion with choices rather than an error object (an
+// unhealthy upstream's way to fail with a 2xx). Only what comes within
+// the drain timeout is read: a slow body must not delay a fallback.
+func unaskedCompletion(ex *exchange) bool {
+	t := time.AfterFunc(drainTimeout, func() { ex.cancel(errDrainTimeout) })
+	defer t.Stop()
+	data, err := io.ReadAll(io.LimitReader(ex.body, unaskedCompletionBytes))
+	if err != nil || isErrorAnswer(data, "choices") {
+		return false
+	}
+	var probe struct {
+		Choices []json.RawMessage `json:"choices"`
+	}
+	return json.Unmarshal(data, &probe) == nil && len(probe.Choices) > 0
 }
 
 // stream reads an upstream's Server-Sent Events (text/event-stream) as
@@ -257,8 +287,11 @@ func (s *stream) endError(err error) error {
 	return fe
 }
 
+// tooLarge is the error of an event over 64 MiB, which the call's own n
+// and max_tokens explain ([backends.ErrRequestCaused]).
 func (s *stream) tooLarge() error {
-	return faults.New(faults.UpstreamError, "upstream %s sent a stream event over %d MiB", s.ex.b.name, maxAnswerBytes>>20)
+	return faults.Wrap(faults.UpstreamError, backends.ErrRequestCaused,
+		fmt.Sprintf("upstream %s sent a stream event over %d MiB; lower n or max_tokens", s.ex.b.name, maxAnswerBytes>>20))
 }
 
 // upstreamErrorEvent is the error of an upstream's in-stream error event.

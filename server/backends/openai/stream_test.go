@@ -518,3 +518,46 @@ func TestStreamEventTooLarge(t *testing.T) {
 		t.Error("error is io.EOF")
 	}
 }
+
+// TestStreamAnsweredWithACompletion: a whole JSON completion answered to a
+// stream call is a failure the request explains (backends.ErrRequestCaused:
+// a carried field may have asked the upstream not to stream), which no
+// circuit counts; a JSON error object stays the backend's failure.
+func TestStreamAnsweredWithACompletion(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		body   string
+		caused bool
+	}{
+		{`{"id":"c","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}]}`, true},
+		{`{"error":{"message":"overloaded"}}`, false},
+		{`{"id":"c","choices":[]}`, false},
+	} {
+		u := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, tc.body)
+		})
+		_, _, err := newBackend(t, u, Options{}).StreamChatCompletion(context.Background(), chatRequest("m"))
+		wantFault(t, err, faults.UpstreamError)
+		if got := errors.Is(err, backends.ErrRequestCaused); got != tc.caused {
+			t.Errorf("%s: request-caused %v, want %v", tc.body, got, tc.caused)
+		}
+	}
+}
+
+// TestUnaryAnsweredWithAStream: an event stream answered to a unary call,
+// declared or not, is a failure the request explains.
+func TestUnaryAnsweredWithAStream(t *testing.T) {
+	t.Parallel()
+	for _, ct := range []string{"text/event-stream", "application/json", ""} {
+		u := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", ct)
+			io.WriteString(w, "data: "+chunkJSON("hi")+"\n\ndata: [DONE]\n\n")
+		})
+		_, _, err := newBackend(t, u, Options{}).CreateChatCompletion(context.Background(), chatRequest("m"))
+		wantFault(t, err, faults.UpstreamError)
+		if !errors.Is(err, backends.ErrRequestCaused) {
+			t.Errorf("Content-Type %q: %v, want a request-caused failure", ct, err)
+		}
+	}
+}
