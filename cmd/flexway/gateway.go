@@ -20,7 +20,6 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/reflection"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
@@ -197,7 +196,7 @@ func build(cfg *config.Config, log *slog.Logger, led *budget.Ledger, aw *auditlo
 	}
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
-	reflection.Register(gs)
+	grpcproxy.RegisterReflection(gs, proxy)
 
 	gw := &gateway{cfg: cfg, grpc: gs, health: hs, inproc: local, proxy: proxy, metrics: metrics}
 	forward := []string{cfg.AI.SensitiveHeader}
