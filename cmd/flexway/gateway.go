@@ -37,6 +37,7 @@ import (
 	"github.com/flexway/flexway/server/budget"
 	"github.com/flexway/flexway/server/call"
 	"github.com/flexway/flexway/server/config"
+	"github.com/flexway/flexway/server/grpccodec"
 	"github.com/flexway/flexway/server/grpcproxy"
 	"github.com/flexway/flexway/server/routing"
 	"github.com/flexway/flexway/server/telemetry"
@@ -168,7 +169,10 @@ func build(cfg *config.Config, log *slog.Logger, led *budget.Ledger, aw *auditlo
 	// With no metrics reader and no trace exporter, otelgrpc would measure
 	// for nobody: it is left out of the call's path.
 	instrumented := metrics.Exporting() || traced(cfg)
-	opts := append(chain.ServerOptions(), grpc.MaxRecvMsgSize(maxMsg), grpc.MaxSendMsgSize(64<<20))
+	// grpccodec's stream check first: no interceptor sees a streamed
+	// message that did not unmarshal.
+	opts := append([]grpc.ServerOption{grpc.ChainStreamInterceptor(grpccodec.StreamServerInterceptor())}, chain.ServerOptions()...)
+	opts = append(opts, grpc.MaxRecvMsgSize(maxMsg), grpc.MaxSendMsgSize(64<<20))
 	if instrumented {
 		opts = append(opts, grpc.StatsHandler(otelgrpc.NewServerHandler(otelgrpc.WithTracerProvider(tp),
 			otelgrpc.WithMeterProvider(metrics.MeterProvider()), otelgrpc.WithFilter(knownMethod(proxy)))))
@@ -177,8 +181,13 @@ func build(cfg *config.Config, log *slog.Logger, led *budget.Ledger, aw *auditlo
 		// Routed specialised-model services are proxied as raw frames,
 		// through the same chain; the codec keeps flexway.v1 protobuf.
 		opts = append(opts, grpc.ForceServerCodecV2(grpcproxy.Codec()), grpc.UnknownServiceHandler(proxy.Handler()))
+	} else {
+		opts = append(opts, grpc.ForceServerCodecV2(grpccodec.Codec()))
 	}
-	gs := grpc.NewServer(opts...)
+	srv := grpc.NewServer(opts...)
+	// Every service is registered through grpccodec, so that a unary
+	// request that does not unmarshal is INVALID_ARGUMENT, not INTERNAL.
+	gs := grpccodec.Registrar(srv)
 	local := inproc.New(chain.UnaryInterceptor(), chain.StreamInterceptor())
 	core := server.New(server.Options{
 		Backends: bs,
@@ -198,7 +207,7 @@ func build(cfg *config.Config, log *slog.Logger, led *budget.Ledger, aw *auditlo
 	healthpb.RegisterHealthServer(gs, hs)
 	grpcproxy.RegisterReflection(gs, proxy)
 
-	gw := &gateway{cfg: cfg, grpc: gs, health: hs, inproc: local, proxy: proxy, metrics: metrics}
+	gw := &gateway{cfg: cfg, grpc: srv, health: hs, inproc: local, proxy: proxy, metrics: metrics}
 	forward := []string{cfg.AI.SensitiveHeader}
 	for _, r := range cfg.Identity.Relays {
 		h := r.IdentityHeaders
