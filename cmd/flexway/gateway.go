@@ -143,7 +143,7 @@ func build(cfg *config.Config, log *slog.Logger, led *budget.Ledger, aw *auditlo
 				m, ok := proxy.Lookup(fullMethod)
 				return m.Feature, ok
 			},
-			Record: recordLine(metrics),
+			Record: recordLine(metrics, accts),
 			MeteredBy: func(backend string) string {
 				if b, ok := cfg.AI.Backends[backend]; ok && b.Metering != "" {
 					return string(b.Metering)
