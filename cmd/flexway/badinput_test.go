@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 )
 
 // onlyReader hides every method of a reader but Read, so that the HTTP
@@ -134,4 +136,36 @@ func TestBadInput(t *testing.T) {
 
 func str(s string) func() io.Reader {
 	return func() io.Reader { return strings.NewReader(s) }
+}
+
+// TestInflightBodyBound: server.max_inflight_body_bytes reaches the
+// front: while one caller's body holds the whole bound, another's is
+// refused with 503 unavailable and Retry-After before it is read, and
+// nothing reaches the upstream for it.
+func TestInflightBodyBound(t *testing.T) {
+	up := newUpstream(t, jsonHandler(200, completion))
+	cfg := strings.Replace(baseConfig(t, up.URL, "  vision:\n    max_body_bytes: 1MiB\n"), "server:\n", "server:\n  max_inflight_body_bytes: 1MiB\n", 1)
+	g := startGateway(t, cfg)
+	addr := strings.TrimPrefix(g.HTTP, "http://")
+	head := "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + demoKey + "\r\nContent-Type: application/json\r\nContent-Length: 1048576\r\n\r\n"
+	holder, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	_, _ = io.WriteString(holder, head+`{"model":"m-large","messages":[`)
+	// The holder's body is being read once its request is admitted; ask
+	// until the second is refused (the first may not be in yet).
+	var resp *http.Response
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		resp = send(t, g, "POST", "/v1/chat/completions", strings.NewReader(`{"model":"m-large","messages":[{"role":"user","content":"hi"}]}`), nil)
+		if resp.StatusCode != 200 || time.Now().After(deadline) {
+			break
+		}
+		resp.Body.Close()
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") != "1" || !strings.Contains(string(raw), `"code":"unavailable"`) {
+		t.Fatalf("a body past the bound: %d Retry-After %q %s", resp.StatusCode, resp.Header.Get("Retry-After"), raw)
+	}
 }

@@ -259,14 +259,16 @@ func build(cfg *config.Config, log *slog.Logger, led *budget.Ledger, aw *auditlo
 	rest.Handle("/console", con)
 	rest.Handle("/console/", con)
 	gw.http, err = transcoder.New(transcoder.Options{
-		Ready:          ready,
-		Fallback:       rest,
-		Admit:          admit,
-		Conn:           local,
-		MaxBodyBytes:   int64(cfg.AI.Vision.MaxBodyBytes),
-		ForwardHeaders: forward,
-		Logger:         log,
-		Observe:        observeHTTP,
+		Ready:        ready,
+		Fallback:     rest,
+		Admit:        admit,
+		Conn:         local,
+		MaxBodyBytes: int64(cfg.AI.Vision.MaxBodyBytes),
+		// server.max_inflight_body_bytes
+		MaxInflightBodyBytes: int64(cfg.Server.MaxInflightBodyBytes),
+		ForwardHeaders:       forward,
+		Logger:               log,
+		Observe:              observeHTTP,
 	})
 	if err != nil {
 		return nil, err
