@@ -32,6 +32,13 @@ type Options struct {
 	// BodyReadTimeout bounds how long a request body may take to arrive;
 	// a slower sender gets 400. Default 60 s.
 	BodyReadTimeout time.Duration
+	// StreamIdleTimeout, when set, gives a backend's idle_timeout by its
+	// name: each write of a streamed answer to its client must complete
+	// within the idle_timeout of the backend serving it, else the stream
+	// ends as if the client had gone away (the upstream closed, what was
+	// relayed charged as an estimate). Nil, or 0 for a backend: writes
+	// are not bounded.
+	StreamIdleTimeout func(backend string) time.Duration
 	// ForwardHeaders are the request headers passed to the core as gRPC
 	// metadata besides Authorization and X-Request-Id: the sensitivity
 	// header and the relays' identity headers. They never reach an upstream.

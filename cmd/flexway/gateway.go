@@ -266,9 +266,12 @@ func build(cfg *config.Config, log *slog.Logger, led *budget.Ledger, aw *auditlo
 		MaxBodyBytes: int64(cfg.AI.Vision.MaxBodyBytes),
 		// server.max_inflight_body_bytes
 		MaxInflightBodyBytes: int64(cfg.Server.MaxInflightBodyBytes),
-		ForwardHeaders:       forward,
-		Logger:               log,
-		Observe:              observeHTTP,
+		StreamIdleTimeout: func(backend string) time.Duration {
+			return cfg.AI.Backends[backend].IdleTimeout.Std()
+		},
+		ForwardHeaders: forward,
+		Logger:         log,
+		Observe:        observeHTTP,
 	})
 	if err != nil {
 		return nil, err
