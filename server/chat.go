@@ -164,6 +164,7 @@ func (c *Core) relay(ss flexwayv1.ChatService_StreamChatCompletionServer, stream
 	send := func(ch *flexwayv1.ChatCompletionChunk) error {
 		if !sent {
 			setServedHeaders(ss.Context(), fallback)
+			call.Served(ss.Context(), o.Backend)
 			sent = true
 			for _, h := range held {
 				if err := ss.Send(h); err != nil {

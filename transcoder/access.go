@@ -41,6 +41,7 @@ func withAccess(log *slog.Logger, bodyTimeout time.Duration, observe func(*http.
 			r.Header.Set(RequestIDHeader, id)
 		}
 		w.Header().Set(RequestIDHeader, id)
+		closeAfterSmuggling(w, r)
 		rec := &recorder{ResponseWriter: w, rc: http.NewResponseController(w), hasBody: r.ContentLength != 0}
 		if rec.hasBody {
 			_ = rec.rc.SetReadDeadline(start.Add(bodyTimeout))

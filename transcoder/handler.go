@@ -27,13 +27,20 @@ type front struct {
 	embeddings flexwayv1.EmbeddingsServiceClient
 	models     flexwayv1.ModelsServiceClient
 	log        *slog.Logger
-	forward    []string // lower-case header names
+	forward    []string  // lower-case header names
+	bodies     *inflight // the bytes of the bodies being read
 }
 
 // New returns the HTTP front's handler. It is safe for concurrent use.
 func New(opts Options) (http.Handler, error) {
+	_, h, err := build(opts)
+	return h, err
+}
+
+// build is [New], returning the front too.
+func build(opts Options) (*front, http.Handler, error) {
 	if opts.Conn == nil {
-		return nil, errors.New("transcoder: Options.Conn is required")
+		return nil, nil, errors.New("transcoder: Options.Conn is required")
 	}
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = DefaultMaxBodyBytes
@@ -41,8 +48,13 @@ func New(opts Options) (http.Handler, error) {
 	if opts.BodyReadTimeout <= 0 {
 		opts.BodyReadTimeout = DefaultBodyReadTimeout
 	}
+	if opts.MaxInflightBodyBytes <= 0 {
+		opts.MaxInflightBodyBytes = DefaultMaxInflightBodyBytes
+	}
+	opts.MaxInflightBodyBytes = max(opts.MaxInflightBodyBytes, opts.MaxBodyBytes)
 	f := &front{
 		opts:       opts,
+		bodies:     &inflight{limit: opts.MaxInflightBodyBytes},
 		chat:       flexwayv1.NewChatServiceClient(opts.Conn),
 		embeddings: flexwayv1.NewEmbeddingsServiceClient(opts.Conn),
 		models:     flexwayv1.NewModelsServiceClient(opts.Conn),
@@ -75,7 +87,7 @@ func New(opts Options) (http.Handler, error) {
 			WriteProblem(w, r, http.StatusNotFound, "no route for "+r.Method+" "+r.URL.Path)
 		})
 	}
-	return withAccess(f.log, opts.BodyReadTimeout, opts.Observe, cleanPaths(mux)), nil
+	return f, withAccess(f.log, opts.BodyReadTimeout, opts.Observe, cleanPaths(mux)), nil
 }
 
 // cleanPaths answers a path that is not in canonical form (an empty
@@ -140,14 +152,35 @@ func (f *front) outgoing(r *http.Request) context.Context {
 }
 
 // readBody reads the request body up to the limit; a larger body is
-// refused as soon as it is known to be larger, never buffered whole.
-func (f *front) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *faults.Error) {
+// refused as soon as it is known to be larger, never buffered whole. The
+// body's bytes are held in the front's inflight bound (see
+// [Options.MaxInflightBodyBytes]) until release is called, once the body
+// is parsed; release is never nil and may be called more than once.
+func (f *front) readBody(w http.ResponseWriter, r *http.Request) (body []byte, release func(), fe *faults.Error) {
+	var held int64
+	release = func() {
+		f.bodies.give(held)
+		held = 0
+	}
 	limit := f.opts.MaxBodyBytes
 	if r.ContentLength > limit {
-		return nil, f.tooLarge()
+		return nil, release, f.tooLarge()
 	}
 	if ce := r.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
-		return nil, faults.New(faults.InvalidRequest, "Content-Encoding %q is not supported: send the body uncompressed", ce)
+		return nil, release, faults.New(faults.InvalidRequest, "Content-Encoding %q is not supported: send the body uncompressed", ce)
+	}
+	// A declared length is reserved whole before a byte is read; a
+	// chunked body reserves each buffer before reading into it.
+	take := func(n int64) bool {
+		if !f.bodies.take(n) {
+			return false
+		}
+		held += n
+		return true
+	}
+	if r.ContentLength > 0 && !take(r.ContentLength) {
+		closeUnread(w, r)
+		return nil, release, f.bodies.busy()
 	}
 	// The body's read deadline was set by withAccess; it is lifted once
 	// the whole body is in (streamed answers have none). After a failed
@@ -159,26 +192,38 @@ func (f *front) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *fault
 	if rec, ok := w.(*recorder); ok {
 		mw = rec.ResponseWriter
 	}
-	body, err := readAll(http.MaxBytesReader(mw, r.Body, limit), r.ContentLength)
+	var grow func(int64) bool
+	if r.ContentLength < 0 {
+		grow = take
+	}
+	body, err := readAll(http.MaxBytesReader(mw, r.Body, limit), r.ContentLength, grow)
 	if err == nil {
 		if rec, ok := w.(*recorder); ok {
 			rec.bodyDone()
 		}
 	} else {
 		_ = r.Body.Close()
+		release()
 	}
 	if err != nil {
 		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return nil, f.tooLarge()
+		switch {
+		case errors.Is(err, errBusy):
+			w.Header().Set("Connection", "close")
+			return nil, release, f.bodies.busy()
+		case errors.As(err, &mbe):
+			return nil, release, f.tooLarge()
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			return nil, release, faults.Wrap(faults.InvalidRequest, err, fmt.Sprintf("the request body did not arrive within %s", f.opts.BodyReadTimeout))
 		}
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			return nil, faults.Wrap(faults.InvalidRequest, err, fmt.Sprintf("the request body did not arrive within %s", f.opts.BodyReadTimeout))
-		}
-		return nil, faults.Wrap(faults.InvalidRequest, err, "could not read the request body")
+		return nil, release, faults.Wrap(faults.InvalidRequest, err, "could not read the request body")
 	}
-	return body, nil
+	return body, release, nil
 }
+
+// errBusy ends the reading of a chunked body whose next buffer does not
+// fit in the inflight bound.
+var errBusy = errors.New("transcoder: the inflight body bound is full")
 
 // readChunk is the largest unit a body of unknown length is read in.
 const readChunk = 256 << 10
@@ -187,17 +232,25 @@ const readChunk = 256 << 10
 // one buffer of that size; otherwise into chunks (4 KiB doubling up to
 // readChunk) joined once at the end, so that memory stays within twice the body (and within
 // the limit r enforces for a body refused half way), not the sum of a
-// doubling buffer's copies.
-func readAll(r io.Reader, n int64) ([]byte, error) {
+// doubling buffer's copies. grow, when not nil, is asked for each chunk's
+// size before it is allocated, and for the joined copy; false ends the
+// read with errBusy.
+func readAll(r io.Reader, n int64, grow func(int64) bool) ([]byte, error) {
 	if n > 0 {
 		var buf bytes.Buffer
 		buf.Grow(int(n) + bytes.MinRead)
 		_, err := buf.ReadFrom(r)
 		return buf.Bytes(), err
 	}
+	if grow == nil {
+		grow = func(int64) bool { return true }
+	}
 	var chunks [][]byte
 	total, size := 0, 4096
 	for {
+		if !grow(int64(size)) {
+			return nil, errBusy
+		}
 		c := make([]byte, size)
 		size = min(2*size, readChunk)
 		m, err := io.ReadFull(r, c)
@@ -214,6 +267,9 @@ func readAll(r io.Reader, n int64) ([]byte, error) {
 	}
 	if len(chunks) == 1 {
 		return chunks[0], nil
+	}
+	if !grow(int64(total)) {
+		return nil, errBusy
 	}
 	out := make([]byte, 0, total)
 	for _, c := range chunks {
@@ -283,12 +339,13 @@ func (f *front) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	if ctx == nil {
 		return
 	}
-	body, fe := f.readBody(w, r)
+	body, release, fe := f.readBody(w, r)
 	if fe != nil {
 		writeOpenAIError(w, fe)
 		return
 	}
 	req, err := openaiwire.ParseChatCompletionRequest(body)
+	release()
 	if err != nil {
 		writeOpenAIError(w, faults.As(err))
 		return
@@ -315,12 +372,13 @@ func (f *front) createEmbedding(w http.ResponseWriter, r *http.Request) {
 	if ctx == nil {
 		return
 	}
-	body, fe := f.readBody(w, r)
+	body, release, fe := f.readBody(w, r)
 	if fe != nil {
 		writeOpenAIError(w, fe)
 		return
 	}
 	req, err := openaiwire.ParseEmbeddingRequest(body)
+	release()
 	if err != nil {
 		writeOpenAIError(w, faults.As(err))
 		return

@@ -20,9 +20,25 @@ type Options struct {
 	// MaxBodyBytes bounds a request body in bytes (ai.vision.max_body_bytes);
 	// a larger body is refused with 413 while it is read. Default 24 MiB.
 	MaxBodyBytes int64
+	// MaxInflightBodyBytes bounds the bytes of chat and embeddings request
+	// bodies being read and parsed at once, across all requests
+	// (server.max_inflight_body_bytes): a body with a Content-Length is
+	// admitted only if that many bytes fit, before any of it is read; a
+	// chunked body reserves as it is read. A body that does not fit is
+	// refused with 503 (code unavailable) and Retry-After, and the
+	// connection closed. Its bytes are given back once it is parsed.
+	// Default 256 MiB, and never below MaxBodyBytes.
+	MaxInflightBodyBytes int64
 	// BodyReadTimeout bounds how long a request body may take to arrive;
 	// a slower sender gets 400. Default 60 s.
 	BodyReadTimeout time.Duration
+	// StreamIdleTimeout, when set, gives a backend's idle_timeout by its
+	// name: each write of a streamed answer to its client must complete
+	// within the idle_timeout of the backend serving it, else the stream
+	// ends as if the client had gone away (the upstream closed, what was
+	// relayed charged as an estimate). Nil, or 0 for a backend: writes
+	// are not bounded.
+	StreamIdleTimeout func(backend string) time.Duration
 	// ForwardHeaders are the request headers passed to the core as gRPC
 	// metadata besides Authorization and X-Request-Id: the sensitivity
 	// header and the relays' identity headers. They never reach an upstream.
@@ -63,6 +79,10 @@ type Core interface {
 // DefaultMaxBodyBytes is the body limit when Options.MaxBodyBytes is 0:
 // 24 MiB.
 const DefaultMaxBodyBytes = 24 << 20
+
+// DefaultMaxInflightBodyBytes is the bound when
+// Options.MaxInflightBodyBytes is 0: 256 MiB.
+const DefaultMaxInflightBodyBytes = 256 << 20
 
 // DefaultBodyReadTimeout is the body read bound when
 // Options.BodyReadTimeout is 0.

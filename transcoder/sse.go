@@ -2,12 +2,16 @@ package transcoder
 
 import (
 	"context"
-	"io"
+	"errors"
+	"fmt"
 	"net/http"
+	"os"
+	"time"
 
 	"google.golang.org/grpc/metadata"
 
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
+	"github.com/flexway/flexway/server/call"
 	"github.com/flexway/flexway/server/faults"
 	"github.com/flexway/flexway/server/openaiwire"
 	"github.com/flexway/flexway/transcoder/inproc"
@@ -22,7 +26,11 @@ func (f *front) streamChat(ctx context.Context, w http.ResponseWriter, r *http.R
 		writeOpenAIError(w, faults.New(faults.Internal, "streaming is not supported by this connection"))
 		return
 	}
-	sw := &sseWriter{w: w, flusher: flusher, buf: make([]byte, 0, 512)}
+	sw := &sseWriter{w: w, flusher: flusher, rc: http.NewResponseController(w), buf: make([]byte, 0, 512)}
+	if idle := f.opts.StreamIdleTimeout; idle != nil {
+		ctx = call.WithServedHook(ctx, func(backend string) { sw.idle = idle(backend) })
+	}
+	defer sw.noDeadline()
 	trailer, err := f.opts.Conn.ServerStream(ctx, flexwayv1.ChatService_StreamChatCompletion_FullMethodName, req, sw)
 	if err != nil {
 		fe := toFault(err)
@@ -43,11 +51,20 @@ func (f *front) streamChat(ctx context.Context, w http.ResponseWriter, r *http.R
 // final `data: {"error":...}` event and the stream ends without [DONE]: a
 // cut stream never looks complete. The response headers are written with
 // the first event. It is shaped like grpc-gateway's ForwardResponseStream.
+//
+// With idle set (the serving backend's idle_timeout, see
+// [Options.StreamIdleTimeout]), each event's write and flush must complete
+// within idle: a client that stops reading cannot hold the stream, its
+// upstream connection and its reservation longer. The write then fails,
+// and the core ends the call as for a client that went away.
 type sseWriter struct {
-	w       http.ResponseWriter
-	flusher http.Flusher
-	buf     []byte
-	started bool
+	w        http.ResponseWriter
+	flusher  http.Flusher
+	rc       *http.ResponseController
+	idle     time.Duration // 0: writes are not bounded
+	deadline bool          // a write deadline is set
+	buf      []byte
+	started  bool
 }
 
 var _ inproc.Sink = (*sseWriter)(nil)
@@ -63,15 +80,45 @@ func (s *sseWriter) Send(m any) error {
 	if !ok {
 		return faults.New(faults.Internal, "unexpected stream message %T", m)
 	}
-	s.start()
 	s.buf = append(s.buf[:0], "data: "...)
 	s.buf = openaiwire.AppendChatCompletionChunk(s.buf, ch)
 	s.buf = append(s.buf, "\n\n"...)
-	if _, err := s.w.Write(s.buf); err != nil {
+	if err := s.write(s.buf); err != nil {
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return faults.Wrap(faults.Canceled, err, fmt.Sprintf("the client read nothing for %s", s.idle))
+		}
 		return faults.Wrap(faults.Canceled, err, "the client went away")
+	}
+	return nil
+}
+
+// write writes and flushes p (the response headers first, with the first
+// event), within s.idle when it is set.
+func (s *sseWriter) write(p []byte) error {
+	if s.idle > 0 {
+		if err := s.rc.SetWriteDeadline(time.Now().Add(s.idle)); err == nil {
+			s.deadline = true
+		}
+	}
+	s.start()
+	if _, err := s.w.Write(p); err != nil {
+		return err
+	}
+	if s.deadline {
+		// The flush is what blocks on a client that does not read: its
+		// error counts.
+		return s.rc.Flush()
 	}
 	s.flusher.Flush()
 	return nil
+}
+
+// noDeadline lifts the write deadline once the stream is over, so that it
+// does not outlive the response on a kept-alive connection.
+func (s *sseWriter) noDeadline() {
+	if s.deadline {
+		_ = s.rc.SetWriteDeadline(time.Time{})
+	}
 }
 
 func (s *sseWriter) start() {
@@ -82,11 +129,7 @@ func (s *sseWriter) start() {
 }
 
 // done ends a complete stream with [DONE].
-func (s *sseWriter) done() {
-	s.start()
-	_, _ = io.WriteString(s.w, "data: [DONE]\n\n")
-	s.flusher.Flush()
-}
+func (s *sseWriter) done() { _ = s.write([]byte("data: [DONE]\n\n")) }
 
 // fail ends the stream with fe: an error response before the first event,
 // an error event after it.
@@ -98,8 +141,7 @@ func (s *sseWriter) fail(fe *faults.Error) {
 	s.buf = append(s.buf[:0], "data: "...)
 	s.buf = openaiwire.AppendError(s.buf, fe.Message, fe.Reason.OpenAIType(), fe.Param, string(fe.Reason))
 	s.buf = append(s.buf, "\n\n"...)
-	_, _ = s.w.Write(s.buf)
-	s.flusher.Flush()
+	_ = s.write(s.buf)
 }
 
 func startSSE(w http.ResponseWriter) {

@@ -1,12 +1,16 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 )
 
 // onlyReader hides every method of a reader but Read, so that the HTTP
@@ -147,4 +151,126 @@ func TestBadInput(t *testing.T) {
 
 func str(s string) func() io.Reader {
 	return func() io.Reader { return strings.NewReader(s) }
+}
+
+// TestInflightBodyBound: server.max_inflight_body_bytes reaches the
+// front: while one caller's body holds the whole bound, another's is
+// refused with 503 unavailable and Retry-After before it is read, and
+// nothing reaches the upstream for it.
+func TestInflightBodyBound(t *testing.T) {
+	up := newUpstream(t, jsonHandler(200, completion))
+	cfg := strings.Replace(baseConfig(t, up.URL, "  vision:\n    max_body_bytes: 1MiB\n"), "server:\n", "server:\n  max_inflight_body_bytes: 1MiB\n", 1)
+	g := startGateway(t, cfg)
+	addr := strings.TrimPrefix(g.HTTP, "http://")
+	head := "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + demoKey + "\r\nContent-Type: application/json\r\nContent-Length: 1048576\r\n\r\n"
+	holder, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	_, _ = io.WriteString(holder, head+`{"model":"m-large","messages":[`)
+	// The holder's body is being read once its request is admitted; ask
+	// until the second is refused (the first may not be in yet).
+	var resp *http.Response
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		resp = send(t, g, "POST", "/v1/chat/completions", strings.NewReader(`{"model":"m-large","messages":[{"role":"user","content":"hi"}]}`), nil)
+		if resp.StatusCode != 200 || time.Now().After(deadline) {
+			break
+		}
+		resp.Body.Close()
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") != "1" || !strings.Contains(string(raw), `"code":"unavailable"`) {
+		t.Fatalf("a body past the bound: %d Retry-After %q %s", resp.StatusCode, resp.Header.Get("Retry-After"), raw)
+	}
+}
+
+// TestBadFraming: requests net/http refuses before any handler runs (a
+// Transfer-Encoding other than a lone chunked, a bad Content-Length, no
+// Host) are answered 400 in the surface's format, not net/http's text/plain
+// (501 for a transfer coding): the OpenAI envelope on /v1/*, problem
+// details elsewhere, the connection closed. A request with both
+// Transfer-Encoding and Content-Length is answered, as chunked, and the
+// connection then closed (RFC 9112 §6.1); a plain chunked request keeps
+// its connection.
+func TestBadFraming(t *testing.T) {
+	up := newUpstream(t, jsonHandler(200, completion))
+	g := startGateway(t, baseConfig(t, up.URL, ""))
+	addr := strings.TrimPrefix(g.HTTP, "http://")
+	body := `{"model":"m-large","messages":[{"role":"user","content":"hi"}]}`
+	chunked := fmt.Sprintf("%x\r\n%s\r\n0\r\n\r\n", len(body), body)
+	auth := "Authorization: Bearer " + demoKey + "\r\nContent-Type: application/json\r\n"
+	// exchange sends raw on a new connection and returns the answer and
+	// whether the connection was closed after it.
+	exchange := func(t *testing.T, raw string) (*http.Response, []byte, bool) {
+		t.Helper()
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.WriteString(conn, raw); err != nil {
+			t.Fatal(err)
+		}
+		br := bufio.NewReader(conn)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("no answer: %v", err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		_ = conn.SetDeadline(time.Now().Add(500 * time.Millisecond))
+		_, err = br.ReadByte()
+		return resp, b, err == io.EOF
+	}
+	for _, tc := range []struct {
+		name, raw string
+		status    int
+		problem   bool // problem details, else the OpenAI envelope
+	}{
+		{"chunked_identity_v1", "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n" + auth + "Transfer-Encoding: chunked, identity\r\n\r\n" + chunked, 400, false},
+		{"gzip_chunked_v1", "POST /v1/embeddings HTTP/1.1\r\nHost: x\r\n" + auth + "Transfer-Encoding: gzip, chunked\r\n\r\n" + chunked, 400, false},
+		{"two_transfer_encodings_v1", "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n" + auth + "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n" + chunked, 400, false},
+		{"chunked_identity_admin", "POST /flexway/v1/tenants/acme/usage HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked, identity\r\n\r\n0\r\n\r\n", 400, true},
+		{"bad_content_length_v1", "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n" + auth + "Content-Length: 12abc\r\n\r\n" + body, 400, false},
+		{"two_content_lengths_healthz", "POST /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nxx", 400, true},
+		{"no_host_v1", "POST /v1/chat/completions HTTP/1.1\r\n" + auth + "Content-Length: 2\r\n\r\n{}", 400, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, b, closed := exchange(t, tc.raw)
+			ct := resp.Header.Get("Content-Type")
+			var e struct {
+				Error struct{ Code, Type string }
+			}
+			var p struct {
+				Status int
+				Code   string
+			}
+			ok := resp.StatusCode == tc.status && closed
+			if tc.problem {
+				ok = ok && ct == "application/problem+json" && json.Unmarshal(b, &p) == nil && p.Status == tc.status && p.Code == "invalid_request"
+			} else {
+				ok = ok && ct == "application/json" && json.Unmarshal(b, &e) == nil && e.Error.Code == "invalid_request" && e.Error.Type == "invalid_request_error"
+			}
+			if !ok {
+				t.Errorf("%d %s closed=%v\n%s", resp.StatusCode, ct, closed, b)
+			}
+		})
+	}
+
+	t.Run("transfer_encoding_and_content_length", func(t *testing.T) {
+		resp, b, closed := exchange(t, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"+auth+"Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n"+chunked)
+		if resp.StatusCode != 200 || !closed || !resp.Close {
+			t.Errorf("%d closed=%v Connection: %q\n%s", resp.StatusCode, closed, resp.Header.Get("Connection"), b)
+		}
+	})
+	t.Run("chunked_keeps_the_connection", func(t *testing.T) {
+		resp, b, closed := exchange(t, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"+auth+"Transfer-Encoding: chunked\r\n\r\n"+chunked)
+		if resp.StatusCode != 200 || closed || resp.Close {
+			t.Errorf("%d closed=%v\n%s", resp.StatusCode, closed, b)
+		}
+	})
+	if n := len(up.requests()); n != 2 {
+		t.Errorf("%d requests reached the upstream, want the 2 well-framed ones", n)
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -505,38 +506,97 @@ func TestEmbeddingsMetered(t *testing.T) {
 	}
 }
 
-// TestRelayUnknownTenantNotCharged: a relay may pass only a tenant and an
-// agent the configuration knows; any other is refused before the
-// upstream, since no budget can be charged to it.
-func TestRelayUnknownTenantNotCharged(t *testing.T) {
+// TestRelayUndeclaredAgentChargedToTenant: a relay may pass an agent this
+// gateway does not declare under a tenant it does: the call is served and
+// charged to the tenant (its caps hold; the agent has none of its own),
+// the audit keeps the agent's name as passed, and the metrics label it
+// "other". An agent name over 64 bytes or not printable ASCII is refused
+// (400 invalid_request); an undeclared tenant is refused with 403
+// unknown_tenant (PERMISSION_DENIED on gRPC), not 401: the relay's key was
+// valid. Nothing refused reaches the upstream or is charged.
+func TestRelayUndeclaredAgentChargedToTenant(t *testing.T) {
 	up := newUpstream(t, usageUpstream(10, 5))
 	sum := sha256.Sum256([]byte("sk-relay-edge"))
-	cfg := strings.Replace(budgetConfig(t, up.URL, up.URL, "    default: {tokens_per_day: 1000}"), "identity:\n", fmt.Sprintf(`identity:
+	auditPath := filepath.Join(t.TempDir(), "audit.jsonl")
+	cfg := strings.Replace(budgetConfig(t, up.URL, up.URL, "    default: {tokens_per_day: 1000}"), "identity:\n", fmt.Sprintf(`audit:
+  path: %s
+  hash_key: env:FLEXWAY_TEST_KEY
+identity:
   relays:
     - name: edge
       key_sha256: %x
       identity_headers: {tenant: Flexway-Tenant, agent: Flexway-Agent}
-`, sum), 1)
+`, auditPath, sum), 1)
 	g := startGateway(t, cfg)
+	long := strings.Repeat("a", 65)
 	for _, tc := range []struct {
 		tenant, agent string
 		status        int
+		code          string
 	}{
-		{"acme", "bot", 200},
-		{"acme", "", 200},
-		{"ghost", "", 401},
-		{"acme", "ghost-agent", 401},
+		{"acme", "bot", 200, ""},
+		{"acme", "", 200, ""},
+		{"acme", "ghost-agent", 200, ""},
+		{"acme", strings.Repeat("a", 64), 200, ""},
+		{"ghost", "", 403, "unknown_tenant"},
+		{"ghost", "bot", 403, "unknown_tenant"},
+		{"acme", long, 400, "invalid_request"},
+		{"acme", "agént", 400, "invalid_request"},
+		{"acme", "two words", 400, "invalid_request"},
 	} {
 		resp := send(t, g, "POST", "/v1/chat/completions", strings.NewReader(chatBody), map[string]string{
 			"Authorization": "Bearer sk-relay-edge", "Flexway-Tenant": tc.tenant, "Flexway-Agent": tc.agent,
 		})
 		raw, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != tc.status {
-			t.Errorf("relay for %s/%s: %d %s, want %d", tc.tenant, tc.agent, resp.StatusCode, raw, tc.status)
+		var e struct{ Error struct{ Code string } }
+		_ = json.Unmarshal(raw, &e)
+		if resp.StatusCode != tc.status || e.Error.Code != tc.code {
+			t.Errorf("relay for %s/%.20s: %d %s, want %d %s", tc.tenant, tc.agent, resp.StatusCode, raw, tc.status, tc.code)
 		}
 	}
-	if n := len(up.requests()); n != 2 {
-		t.Errorf("%d calls reached the upstream, want the 2 known callers'", n)
+	// gRPC: the same refusal of an undeclared tenant.
+	ctx := metadata.AppendToOutgoingContext(withKey(t, "sk-relay-edge"), "flexway-tenant", "ghost")
+	_, err := flexwayv1.NewChatServiceClient(grpcConn(t, g)).CreateChatCompletion(ctx, &flexwayv1.CreateChatCompletionRequest{
+		Model: "m", Messages: []*flexwayv1.ChatMessage{userMessage("hi")},
+	})
+	if st := status.Convert(err); st.Code() != codes.PermissionDenied || !strings.Contains(fmt.Sprint(st.Details()), `reason:"unknown_tenant"`) {
+		t.Errorf("gRPC relay for an undeclared tenant: %v, want PERMISSION_DENIED unknown_tenant", err)
+	}
+
+	if n := len(up.requests()); n != 4 {
+		t.Errorf("%d calls reached the upstream, want the 4 served", n)
+	}
+	// The tenant paid for all four, 15 tokens each.
+	if got := usageOf(t, g, "")["tokens_per_day"]; got.Committed != 60 || got.Reserved != 0 {
+		t.Errorf("acme tokens_per_day %+v, want 60 committed", got)
+	}
+
+	resp := send(t, g, "GET", "/metrics", nil, map[string]string{"Authorization": ""})
+	metrics, _ := io.ReadAll(resp.Body)
+	for _, want := range []string{
+		`flexway_inference_calls_total{agent="bot",backend="main",capability="chat",feature="",metered_by="local",model="m",operation="ai.chatCompletions",outcome="ok",tenant="acme"} 1`,
+		`flexway_inference_calls_total{agent="other",backend="main",capability="chat",feature="",metered_by="local",model="m",operation="ai.chatCompletions",outcome="ok",tenant="acme"} 2`,
+	} {
+		if !strings.Contains(string(metrics), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if strings.Contains(string(metrics), "ghost") {
+		t.Error("an undeclared name reached /metrics")
+	}
+
+	g.stop()
+	if err := g.wait(t, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	agents := map[string]int{}
+	for _, l := range auditLines(t, auditPath) {
+		if l["outcome"] == "ok" {
+			agents[fmt.Sprint(l["agent"])]++
+		}
+	}
+	if want := map[string]int{"bot": 1, "": 1, "ghost-agent": 1, strings.Repeat("a", 64): 1}; fmt.Sprint(agents) != fmt.Sprint(want) {
+		t.Errorf("audit agents of the served calls %v, want %v", agents, want)
 	}
 }
 

@@ -229,19 +229,13 @@ func TestConsoleInChromium(t *testing.T) {
 		t.Fatalf("cheap per the admin API and /metrics: %+v", b)
 	}
 
-	// The page, signed in with the cookie the login form sets.
+	// The page, signed in through its login form as a person would: the
+	// key typed into the field, the form submitted (the page's
+	// Referrer-Policy: no-referrer makes Chromium post it with Origin: null).
 	br := startChromium(t, bin)
-	c := consoleCookie(t, g)
-	br.call(t, "Network.enable", nil, nil)
-	var set struct{ Success bool }
-	br.call(t, "Network.setCookie", map[string]any{
-		"name": c.Name, "value": c.Value, "url": g.HTTP + "/", "httpOnly": true, "sameSite": "Strict",
-	}, &set)
-	if !set.Success {
-		t.Fatal("Network.setCookie failed")
-	}
 	br.call(t, "Emulation.setDeviceMetricsOverride", map[string]any{"width": 1000, "height": 700, "deviceScaleFactor": 1, "mobile": false}, nil)
 	br.call(t, "Page.navigate", map[string]any{"url": g.HTTP + "/console"}, nil)
+	br.signIn(t, testAdminKey)
 	page := br.waitPage(t, func(p renderedPage) bool { return p.Updates >= 1 })
 	if p := br.eval(t, `location.pathname`); p != `"/console"` {
 		t.Fatalf("the browser is at %s, not the console", p)
@@ -284,6 +278,78 @@ func TestConsoleInChromium(t *testing.T) {
 		t.Fatalf("updates %d (before %d), marker kept %v: the page reloaded instead of refreshing", page.Updates, before, page.NoReload)
 	}
 	checkPage(t, page, want, 0.5)
+
+	// Sign out with the page's button: back to the login form, the
+	// cookie gone, and the console no longer shown on a reload.
+	br.eval(t, `document.querySelector('form[action="/console/logout"] button').click()`)
+	br.waitLoginForm(t, "after signing out")
+	var jar struct{ Cookies []struct{ Name string } }
+	br.call(t, "Network.getCookies", map[string]any{"urls": []string{g.HTTP + "/console"}}, &jar)
+	for _, c := range jar.Cookies {
+		if c.Name == "flexway_console" {
+			t.Fatal("the console's cookie outlived signing out")
+		}
+	}
+	br.call(t, "Page.navigate", map[string]any{"url": g.HTTP + "/console"}, nil)
+	br.waitLoginForm(t, "reloading after signing out")
+
+	// A wrong key typed in gets the form again with its message, no console.
+	br.signIn(t, "not-the-key")
+	br.waitFor(t, "the wrong key's message", `document.querySelector('#login .error') ? document.querySelector('#login .error').textContent : ""`,
+		`"That is not server.admin_key."`)
+}
+
+// signIn types key into the login form's field (it must be on the
+// page, or about to be) and submits it with its button.
+func (b *browser) signIn(t *testing.T, key string) {
+	t.Helper()
+	b.waitLoginForm(t, "before signing in")
+	b.eval(t, `(() => { const k = document.getElementById('key'); k.value = ''; k.focus(); })()`)
+	b.call(t, "Input.insertText", map[string]any{"text": key}, nil)
+	if got := b.eval(t, `document.getElementById('key').value.length`); got != strconv.Itoa(len(key)) {
+		t.Fatalf("typed %d characters into the key field, it holds %s", len(key), got)
+	}
+	b.eval(t, `document.querySelector('#login button[type=submit]').click()`)
+}
+
+// waitLoginForm waits until the page shows the login form and no console.
+func (b *browser) waitLoginForm(t *testing.T, when string) {
+	t.Helper()
+	b.waitFor(t, "the login form "+when, `!!document.getElementById('login') && !document.getElementById('state')`, `true`)
+}
+
+// waitFor evaluates expr until its JSON value is want, for at most 15 s;
+// evaluations that fail while the page navigates are retried.
+func (b *browser) waitFor(t *testing.T, what, expr, want string) {
+	t.Helper()
+	var last string
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if last = b.tryEval(t, expr); last == want {
+			return
+		}
+	}
+	html := b.tryEval(t, `document.documentElement ? document.documentElement.outerHTML : ""`)
+	t.Fatalf("%s: %s is %s, want %s, within 15 s; DOM:\n%s", what, expr, last, want, html)
+}
+
+// tryEval is eval that returns "" instead of failing when the page has no
+// context to evaluate in (it is navigating) or the expression throws.
+func (b *browser) tryEval(t *testing.T, expr string) string {
+	t.Helper()
+	raw, err := b.send(t, "Runtime.evaluate", map[string]any{"expression": expr, "returnByValue": true})
+	if err != nil {
+		return ""
+	}
+	var r struct {
+		Result struct {
+			Value json.RawMessage `json:"value"`
+		} `json:"result"`
+		ExceptionDetails json.RawMessage `json:"exceptionDetails"`
+	}
+	if json.Unmarshal(raw, &r) != nil || r.ExceptionDetails != nil {
+		return ""
+	}
+	return string(r.Result.Value)
 }
 
 // chromiumPath finds Debian's chromium; the test is skipped without it
@@ -669,6 +735,21 @@ func startChromium(t *testing.T, bin string) *browser {
 // discards it); events received meanwhile are dropped.
 func (b *browser) call(t *testing.T, method string, params any, out any) {
 	t.Helper()
+	result, err := b.send(t, method, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out != nil {
+		if err := json.Unmarshal(result, out); err != nil {
+			t.Fatalf("%s: %v\n%s", method, err, result)
+		}
+	}
+}
+
+// send sends one DevTools command and returns its result, or the error
+// DevTools answered; a broken connection fails the test.
+func (b *browser) send(t *testing.T, method string, params any) (json.RawMessage, error) {
+	t.Helper()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.id++
@@ -702,14 +783,9 @@ func (b *browser) call(t *testing.T, method string, params any, out any) {
 			continue // an event, or an older reply
 		}
 		if reply.Error != nil {
-			t.Fatalf("%s: DevTools error %d: %s", method, reply.Error.Code, reply.Error.Message)
+			return nil, fmt.Errorf("%s: DevTools error %d: %s", method, reply.Error.Code, reply.Error.Message)
 		}
-		if out != nil {
-			if err := json.Unmarshal(reply.Result, out); err != nil {
-				t.Fatalf("%s: %v\n%s", method, err, reply.Result)
-			}
-		}
-		return
+		return reply.Result, nil
 	}
 }
 

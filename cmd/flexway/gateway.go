@@ -20,7 +20,6 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/reflection"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
@@ -39,6 +38,7 @@ import (
 	"github.com/flexway/flexway/server/budget"
 	"github.com/flexway/flexway/server/call"
 	"github.com/flexway/flexway/server/config"
+	"github.com/flexway/flexway/server/grpccodec"
 	"github.com/flexway/flexway/server/grpcproxy"
 	"github.com/flexway/flexway/server/routing"
 	"github.com/flexway/flexway/server/telemetry"
@@ -146,7 +146,7 @@ func build(cfg *config.Config, log *slog.Logger, led *budget.Ledger, aw *auditlo
 				m, ok := proxy.Lookup(fullMethod)
 				return m.Feature, ok
 			},
-			Record: recordLine(metrics),
+			Record: recordLine(metrics, accts),
 			// A model no backend declares is recorded as "other", as the
 			// metrics label it: a caller's model is not written whole.
 			ModelRequested: metrics.Model,
@@ -175,12 +175,14 @@ func build(cfg *config.Config, log *slog.Logger, led *budget.Ledger, aw *auditlo
 	// With no metrics reader and no trace exporter, otelgrpc would measure
 	// for nobody: it is left out of the call's path.
 	instrumented := metrics.Exporting() || traced(cfg)
-	// The gRPC listener alone drops the upstream's JSON nulls from the
-	// answers' extra_fields, outside the shared chain: the HTTP front, on
-	// the in-process channel, writes them back as the upstream sent them.
+	// grpccodec's stream check first: no interceptor sees a streamed
+	// message that did not unmarshal. Then the gRPC listener alone drops
+	// the upstream's JSON nulls from the answers' extra_fields, outside the
+	// shared chain: the HTTP front, on the in-process channel, writes them
+	// back as the upstream sent them.
 	opts := append([]grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(wirenull.UnaryServerInterceptor),
-		grpc.ChainStreamInterceptor(wirenull.StreamServerInterceptor),
+		grpc.ChainStreamInterceptor(grpccodec.StreamServerInterceptor(), wirenull.StreamServerInterceptor),
 	}, chain.ServerOptions()...)
 	opts = append(opts, grpc.MaxRecvMsgSize(maxMsg), grpc.MaxSendMsgSize(64<<20))
 	if instrumented {
@@ -191,8 +193,13 @@ func build(cfg *config.Config, log *slog.Logger, led *budget.Ledger, aw *auditlo
 		// Routed specialised-model services are proxied as raw frames,
 		// through the same chain; the codec keeps flexway.v1 protobuf.
 		opts = append(opts, grpc.ForceServerCodecV2(grpcproxy.Codec()), grpc.UnknownServiceHandler(proxy.Handler()))
+	} else {
+		opts = append(opts, grpc.ForceServerCodecV2(grpccodec.Codec()))
 	}
-	gs := grpc.NewServer(opts...)
+	srv := grpc.NewServer(opts...)
+	// Every service is registered through grpccodec, so that a unary
+	// request that does not unmarshal is INVALID_ARGUMENT, not INTERNAL.
+	gs := grpccodec.Registrar(srv)
 	local := inproc.New(chain.UnaryInterceptor(), chain.StreamInterceptor())
 	core := server.New(server.Options{
 		Backends: bs,
@@ -210,9 +217,9 @@ func build(cfg *config.Config, log *slog.Logger, led *budget.Ledger, aw *auditlo
 	}
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
-	reflection.Register(gs)
+	grpcproxy.RegisterReflection(gs, proxy)
 
-	gw := &gateway{cfg: cfg, grpc: gs, health: hs, inproc: local, proxy: proxy, metrics: metrics}
+	gw := &gateway{cfg: cfg, grpc: srv, health: hs, inproc: local, proxy: proxy, metrics: metrics}
 	forward := []string{cfg.AI.SensitiveHeader}
 	for _, r := range cfg.Identity.Relays {
 		h := r.IdentityHeaders
@@ -264,11 +271,16 @@ func build(cfg *config.Config, log *slog.Logger, led *budget.Ledger, aw *auditlo
 	rest.Handle("/console", con)
 	rest.Handle("/console/", con)
 	gw.http, err = transcoder.New(transcoder.Options{
-		Ready:          ready,
-		Fallback:       rest,
-		Admit:          admit,
-		Conn:           local,
-		MaxBodyBytes:   int64(cfg.AI.Vision.MaxBodyBytes),
+		Ready:        ready,
+		Fallback:     rest,
+		Admit:        admit,
+		Conn:         local,
+		MaxBodyBytes: int64(cfg.AI.Vision.MaxBodyBytes),
+		// server.max_inflight_body_bytes
+		MaxInflightBodyBytes: int64(cfg.Server.MaxInflightBodyBytes),
+		StreamIdleTimeout: func(backend string) time.Duration {
+			return cfg.AI.Backends[backend].IdleTimeout.Std()
+		},
 		ForwardHeaders: forward,
 		Logger:         log,
 		Observe:        observeHTTP,

@@ -23,6 +23,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
+	"github.com/flexway/flexway/server/grpcproxy"
 )
 
 // grpcConn dials the gateway's gRPC listener.
@@ -515,5 +516,57 @@ func TestGRPCAnswersHoldNoNull(t *testing.T) {
 	}
 	for i, e := range events {
 		semanticEqual(t, []byte(e), []byte(evs[i]))
+	}
+}
+
+// TestGRPCUndecodableMessage: a request message that does not unmarshal
+// (garbage bytes, invalid UTF-8 in a proto3 string) is the caller's
+// mistake: INVALID_ARGUMENT with ErrorInfo{reason: invalid_request}, not
+// INTERNAL, on unary and streaming methods, with and without proxied
+// services (whose frames are never decoded, and still pass).
+func TestGRPCUndecodableMessage(t *testing.T) {
+	up := newUpstream(t, jsonHandler(200, completion))
+	addr, _ := startOCR(t)
+	for _, gw := range []struct {
+		name string
+		cfg  string
+	}{
+		{"plain", baseConfig(t, up.URL, "")},
+		{"with_proxied_services", ocrConfig(t, addr, ocrDescriptorSet(t), false, "    default: {eur_per_month: 1}")},
+	} {
+		t.Run(gw.name, func(t *testing.T) {
+			g := startGateway(t, gw.cfg)
+			conn := grpcConn(t, g)
+			raw := grpc.ForceCodecV2(grpcproxy.Codec())
+			for _, body := range []struct {
+				name    string
+				payload []byte
+			}{
+				{"garbage", []byte{0xff, 0xff, 0xff, 0xff}},
+				{"invalid_utf8_model", []byte{0x0a, 0x03, 'a', 0xff, 0xfe}}, // field 1 (model), a proto3 string
+			} {
+				check := func(method string, err error) {
+					t.Helper()
+					st := status.Convert(err)
+					if st.Code() != codes.InvalidArgument || !strings.Contains(fmt.Sprint(st.Details()), `reason:"invalid_request"`) {
+						t.Errorf("%s %s: %v %v, want INVALID_ARGUMENT invalid_request", body.name, method, st.Code(), st.Message())
+					}
+				}
+				err := conn.Invoke(withKey(t, demoKey), flexwayv1.ChatService_CreateChatCompletion_FullMethodName,
+					&grpcproxy.Frame{Payload: body.payload}, &grpcproxy.Frame{}, raw)
+				check("unary", err)
+				s, err := conn.NewStream(withKey(t, demoKey), &grpc.StreamDesc{ServerStreams: true}, flexwayv1.ChatService_StreamChatCompletion_FullMethodName, raw)
+				if err == nil {
+					if err = s.SendMsg(&grpcproxy.Frame{Payload: body.payload}); err == nil {
+						_ = s.CloseSend()
+						err = s.RecvMsg(&grpcproxy.Frame{})
+					}
+				}
+				check("stream", err)
+			}
+			if n := len(up.requests()); n != 0 {
+				t.Errorf("%d undecodable requests reached the upstream", n)
+			}
+		})
 	}
 }

@@ -304,3 +304,45 @@ func TestPerByteStreamHeldToTheCap(t *testing.T) {
 		t.Fatalf("committed %d of 5,000,000 nano-euros, reserved %d", u.Committed, u.Reserved)
 	}
 }
+
+// TestProxiedServiceReflection: reflection on the gRPC port lists and
+// describes a proxied specialised-model service from its descriptor set,
+// and grpcurl calls it with nothing but reflection (no -protoset); the
+// gateway's own services stay listed.
+func TestProxiedServiceReflection(t *testing.T) {
+	grpcurl := grpcurlPath(t)
+	addr, _ := startOCR(t)
+	g := startGateway(t, ocrConfig(t, addr, ocrDescriptorSet(t), false, "    default: {eur_per_month: 1}"))
+	run := func(args ...string) string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, grpcurl, append([]string{"-plaintext"}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("grpcurl %q: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	list := run(g.GRPC, "list")
+	for _, svc := range []string{"acme.ocr.v1.OcrService", "flexway.v1.ChatService", "grpc.health.v1.Health"} {
+		if !strings.Contains(list, svc+"\n") {
+			t.Errorf("grpcurl list lacks %s:\n%s", svc, list)
+		}
+	}
+	methods := run(g.GRPC, "list", "acme.ocr.v1.OcrService")
+	for _, m := range []string{"Recognize", "Translate", "StreamRecognize", "Health"} {
+		if !strings.Contains(methods, "acme.ocr.v1.OcrService."+m+"\n") {
+			t.Errorf("grpcurl list acme.ocr.v1.OcrService lacks %s:\n%s", m, methods)
+		}
+	}
+	desc := run(g.GRPC, "describe", "acme.ocr.v1.TranslateRequest")
+	if !strings.Contains(desc, "string text = ") {
+		t.Errorf("grpcurl describe acme.ocr.v1.TranslateRequest:\n%s", desc)
+	}
+	out := run("-H", "authorization: Bearer "+demoKey, "-d", `{"text":"hello","language":"fr"}`,
+		g.GRPC, "acme.ocr.v1.OcrService/Translate")
+	var resp struct{ Text string }
+	if err := json.Unmarshal([]byte(out), &resp); err != nil || resp.Text != "HELLO" {
+		t.Fatalf("grpcurl answer %s (%v)", out, err)
+	}
+}

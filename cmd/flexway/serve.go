@@ -19,6 +19,7 @@ import (
 
 	"github.com/flexway/flexway/server/config"
 	"github.com/flexway/flexway/server/telemetry"
+	"github.com/flexway/flexway/transcoder"
 )
 
 // shutdownGrace bounds how long open calls and streams may run after
@@ -126,9 +127,15 @@ func serve(ctx context.Context, path string, stdout, stderr io.Writer, ready lis
 		grpcLis = tls.NewListener(grpcLis, g)
 		scheme, grpcMode = "https", "TLS"
 	}
+	if tlsConf == nil {
+		// net/http's own refusals (bad framing) in the surface's format;
+		// under TLS net/http needs its *tls.Conn and they stand.
+		httpLis = transcoder.FramingListener(httpLis)
+	}
 	defer startPprof(log)()
 	hs := &http.Server{
 		Handler:           gw.http,
+		ConnContext:       transcoder.FramingConnContext,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),

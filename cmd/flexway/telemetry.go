@@ -67,15 +67,21 @@ func proxiedLabels(p *grpcproxy.Proxy) (ops, features []string) {
 	return ops, features
 }
 
-// recordLine turns an audit line into the call's metrics.
-func recordLine(m *telemetry.Metrics) func(ctx context.Context, l *auditlog.Line) {
+// recordLine turns an audit line into the call's metrics. An agent the
+// line's tenant does not declare (a relay may pass any name) is labelled
+// telemetry.Other, even when another tenant declares the name.
+func recordLine(m *telemetry.Metrics, accts accounts) func(ctx context.Context, l *auditlog.Line) {
 	return func(ctx context.Context, l *auditlog.Line) {
 		model := l.ModelServed
 		if model == "" {
 			model = l.ModelRequested
 		}
+		agent := l.Agent
+		if agent != "" && !accts.Known(l.Tenant, agent) {
+			agent = telemetry.Other
+		}
 		m.RecordCall(ctx, telemetry.Call{
-			Operation: l.Operation, Tenant: l.Tenant, Agent: l.Agent, Backend: l.Backend, Model: model,
+			Operation: l.Operation, Tenant: l.Tenant, Agent: agent, Backend: l.Backend, Model: model,
 			Capability: l.Capability, MeteredBy: l.MeteredBy, Feature: l.Feature, Outcome: l.Outcome,
 			InputTokens: l.InputTokens, OutputTokens: l.OutputTokens, CostNanoEUR: l.CostNanoEUR,
 		})

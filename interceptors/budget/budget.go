@@ -68,8 +68,13 @@ type Config struct {
 	// [DefaultPromptOverheadTokens].
 	PromptOverheadTokens map[string]int64
 	// Known, when set, says whether a tenant (agent "") or an agent
-	// exists; a call from an unknown one (a relay may pass any name) is
-	// refused: no budget can be charged to it.
+	// exists. A call for an unknown tenant (a relay may pass any name) is
+	// refused with faults.UnknownTenant: no budget can be charged to it. A
+	// call for an unknown agent of a known tenant is charged to the
+	// tenant alone (account {tenant, ""}): the tenant's caps hold, and the
+	// agent has none of its own, as a declared agent without a budget; the
+	// call state keeps the agent's name. Nil: every name is charged as it
+	// is.
 	Known func(tenant, agent string) bool
 	// Proxied, when set, gives the metering of a proxied specialised-model
 	// method by its full name ("/acme.ocr.v1.OcrService/Recognize"), false
@@ -273,12 +278,29 @@ func extraBytes(extra map[string]string) int64 {
 // context carries the caller's state, so that the interceptor, run with
 // it, does not read the ledger a second time.
 func (m *Meter) Admit(ctx context.Context, tenant, agent string) (context.Context, error) {
-	acct := ledger.Account{Tenant: tenant, Agent: agent}
+	acct, err := m.account(tenant, agent)
+	if err != nil {
+		return ctx, err
+	}
 	s, err := m.cfg.Ledger.Check(ctx, acct)
 	if err := refusal(s, err); err != nil {
 		return ctx, err
 	}
 	return context.WithValue(ctx, checkedKey{}, checked{acct, s}), nil
+}
+
+// account is the ledger account a call of tenant and agent is charged to;
+// see [Config.Known].
+func (m *Meter) account(tenant, agent string) (ledger.Account, error) {
+	k := m.cfg.Known
+	switch {
+	case k == nil:
+	case !k(tenant, ""):
+		return ledger.Account{}, faults.New(faults.UnknownTenant, "tenant %.64q is not declared here: no budget can be charged to it", tenant)
+	case agent != "" && !k(tenant, agent):
+		agent = ""
+	}
+	return ledger.Account{Tenant: tenant, Agent: agent}, nil
 }
 
 // checked is a caller's state read by [Meter.Admit].
@@ -390,9 +412,9 @@ func (m *Meter) prepare(req any) error {
 func (m *Meter) admit(ctx context.Context, st *call.State, req any, setHeader func(metadata.MD)) (res *ledger.Reservation, est Estimate, err error) {
 	ctx, span := m.cfg.Tracer.Start(ctx, "flexway.budget.reserve")
 	defer func() { endSpan(span, err) }()
-	acct := ledger.Account{Tenant: st.Tenant, Agent: st.Agent}
-	if k := m.cfg.Known; k != nil && (!k(st.Tenant, "") || (st.Agent != "" && !k(st.Tenant, st.Agent))) {
-		return nil, est, faults.New(faults.InvalidAPIKey, "tenant %q or its agent %q is not declared here: no budget can be charged", st.Tenant, st.Agent)
+	acct, err := m.account(st.Tenant, st.Agent)
+	if err != nil {
+		return nil, est, err
 	}
 	if err := m.prepare(req); err != nil {
 		return nil, est, err

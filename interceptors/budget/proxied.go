@@ -11,7 +11,6 @@ import (
 
 	ledger "github.com/flexway/flexway/server/budget"
 	"github.com/flexway/flexway/server/call"
-	"github.com/flexway/flexway/server/faults"
 )
 
 // Proxied is the metering of a proxied specialised-model method, read from
@@ -62,9 +61,9 @@ func costPerThousand(units, nanoPerThousand int64) int64 {
 // upstream served, else the reservation is released.
 func (m *Meter) meterProxied(srv any, ss grpc.ServerStream, st *call.State, p Proxied, handler grpc.StreamHandler) error {
 	ctx := ss.Context()
-	acct := ledger.Account{Tenant: st.Tenant, Agent: st.Agent}
-	if k := m.cfg.Known; k != nil && (!k(st.Tenant, "") || (st.Agent != "" && !k(st.Tenant, st.Agent))) {
-		return faults.New(faults.InvalidAPIKey, "tenant %q or its agent %q is not declared here: no budget can be charged", st.Tenant, st.Agent)
+	acct, err := m.account(st.Tenant, st.Agent)
+	if err != nil {
+		return err
 	}
 	s, err := m.cfg.Ledger.Check(ctx, acct)
 	if err := refusal(s, err); err != nil {

@@ -112,11 +112,19 @@ type Identity struct {
 	Sensitive bool
 }
 
+// MaxRelayAgentBytes bounds the agent name a trusted relay may pass: at
+// most this many bytes, each printable ASCII other than space (0x21 to
+// 0x7e). The name may be one this gateway does not declare: it is kept as
+// passed in the call state and the audit.
+const MaxRelayAgentBytes = 64
+
 // Identify resolves the caller of a call carrying md (incoming gRPC
 // metadata, or the HTTP front's forwarded headers, lower-case keys): the
 // bearer key, and for a trusted relay the identity headers it passed. It
 // fails with faults.InvalidAPIKey when the key is missing or unknown, or a
-// relay passed no tenant.
+// relay passed no tenant, and with faults.InvalidRequest when a relay
+// passed an agent name longer than [MaxRelayAgentBytes] or not printable.
+// Whether the tenant and agent are declared is the budget's to check.
 func Identify(keys Keyring, md metadata.MD) (Identity, error) {
 	token, ok := bearer(md)
 	if !ok {
@@ -137,6 +145,9 @@ func Identify(keys Keyring, md metadata.MD) (Identity, error) {
 		return id, faults.New(faults.InvalidAPIKey, "relay %q passed no tenant", key.Name)
 	}
 	id.Agent = first(md, key.Relay.Agent)
+	if id.Agent != "" && (len(id.Agent) > MaxRelayAgentBytes || !printable(id.Agent)) {
+		return id, faults.New(faults.InvalidRequest, "relay %q passed an agent name that is not 1 to %d printable ASCII characters without spaces", key.Name, MaxRelayAgentBytes)
+	}
 	if key.Relay.Sensitive != "" && call.SensitiveValue(md.Get(key.Relay.Sensitive)) {
 		id.Sensitive = true
 	}

@@ -227,6 +227,7 @@ func TestCompatFilesLoad(t *testing.T) {
 			{"budget.store (defaulted)", cfg.AI.Budget.Store, config.Store{Type: config.StoreEmbedded, Path: filepath.Join(dir, "flexway-data", "ledger.db")}},
 			{"vision.max_image_bytes (defaulted)", cfg.AI.Vision.MaxImageBytes, 8 * config.MiB},
 			{"vision.max_body_bytes (defaulted)", cfg.AI.Vision.MaxBodyBytes, 24 * config.MiB},
+			{"server.max_inflight_body_bytes (defaulted)", cfg.Server.MaxInflightBodyBytes, 256 * config.MiB},
 			{"vision.allow_data_uris (defaulted)", cfg.AI.Vision.DataURIsAllowed(), true},
 			{"audit.path (defaulted)", cfg.Audit.Path, filepath.Join(dir, "flexway-data", "audit.jsonl")},
 			{"audit.hash_key (absent)", cfg.Audit.HashKey.IsZero(), true},

@@ -37,6 +37,12 @@ type Server struct {
 	// AdminKey is the bearer of the /flexway/v1/* admin routes and the
 	// console; optional (no key, no admin access). Resolved at load.
 	AdminKey Secret `yaml:"admin_key"`
+	// MaxInflightBodyBytes bounds the bytes of /v1/* request bodies being
+	// read and parsed at once, across all callers: a request whose body
+	// would pass it is answered 503 with Retry-After before (or, for a
+	// chunked body, as soon as) it is read. At least
+	// ai.vision.max_body_bytes. Default 256MiB.
+	MaxInflightBodyBytes ByteSize `yaml:"max_inflight_body_bytes"`
 }
 
 // ServerTLS is the listeners' TLS (server.tls). Paths are absolute after

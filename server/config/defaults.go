@@ -17,6 +17,7 @@ const (
 	defaultRedisStorePath        = "./flexway-data/redis-ledger"
 	defaultMaxImageBytes         = 8 * MiB
 	defaultMaxBodyBytes          = 24 * MiB
+	defaultMaxInflightBodyBytes  = 256 * MiB
 	defaultReserveTokensPerImage = 2048
 	defaultAuditPath             = "./flexway-data/audit.jsonl"
 	defaultTimeout               = Duration(60 * time.Second)
@@ -32,9 +33,10 @@ const (
 type defaulter interface{ setDefaults() }
 
 // ApplyDefaults fills every zero-valued field that has a default: server
-// listeners, sensitive_header, budget soft (0.8), reserve_output_tokens
-// (1024), timezone (UTC), store (embedded at ./flexway-data/ledger.db; a
-// redis store's own files at ./flexway-data/redis-ledger.*),
+// listeners, max_inflight_body_bytes (256MiB), sensitive_header, budget
+// soft (0.8), reserve_output_tokens (1024), timezone (UTC), store (embedded
+// at ./flexway-data/ledger.db; a redis store's own files at
+// ./flexway-data/redis-ledger.*),
 // vision limits (8MiB, 24MiB, 2048 tokens per image), audit path
 // (./flexway-data/audit.jsonl), and per backend kind openai, auth none,
 // capabilities [chat] (none for grpc), timeouts 60s and 30s, circuit
@@ -58,6 +60,7 @@ func (c *Config) setDefaults() {
 	setZero(&c.Version, 1)
 	setZero(&c.Server.HTTP, defaultHTTP)
 	setZero(&c.Server.GRPC, defaultGRPC)
+	setZero(&c.Server.MaxInflightBodyBytes, defaultMaxInflightBodyBytes)
 	setZero(&c.AI.SensitiveHeader, defaultSensitiveHeader)
 	b := &c.AI.Budget
 	setZero(&b.Soft, defaultSoft)

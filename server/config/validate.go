@@ -28,7 +28,8 @@ import (
 // time zone; API keys and relays without exactly one of key_sha256 (64 hex
 // digits) and key, with duplicate names or keys, or without a tenant; a
 // store without its path or url; unknown enum values; non-positive
-// timeouts and limits.
+// timeouts and limits; server.max_inflight_body_bytes below
+// ai.vision.max_body_bytes.
 //
 // Relay backends: identity_headers only on a kind: relay backend, and with
 // agent or sensitive named, tenant too.
@@ -52,6 +53,11 @@ func (c *Config) validate(col *collector) {
 	c.Server.validate(col)
 	c.Identity.validate(col)
 	c.AI.validate(col)
+	if m := c.Server.MaxInflightBodyBytes; m <= 0 {
+		col.errorf("server.max_inflight_body_bytes", "must be positive")
+	} else if m < c.AI.Vision.MaxBodyBytes {
+		col.errorf("server.max_inflight_body_bytes", "%v is below ai.vision.max_body_bytes (%v): a body of the largest size allowed would always be refused", m, c.AI.Vision.MaxBodyBytes)
+	}
 	if c.Audit.Path == "" {
 		col.errorf("audit.path", "required: a file, or - for stdout")
 	}

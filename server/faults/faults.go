@@ -38,6 +38,10 @@ const (
 	// SensitiveNoInternalBackend: a sensitive call no internal backend can
 	// serve (403, PERMISSION_DENIED).
 	SensitiveNoInternalBackend Reason = "sensitive_no_internal_backend"
+	// UnknownTenant: a trusted relay passed a tenant this gateway does not
+	// declare (403, PERMISSION_DENIED): the relay's key is valid, but no
+	// budget can be charged to the tenant.
+	UnknownTenant Reason = "unknown_tenant"
 	// UpstreamError: every backend failed, or one refused the gateway's
 	// own credentials (502, UNAVAILABLE).
 	UpstreamError Reason = "upstream_error"
@@ -60,7 +64,7 @@ const (
 // Reasons lists every [Reason], for conformance tests.
 var Reasons = []Reason{
 	InvalidAPIKey, InvalidRequest, RequestTooLarge, NotFound, CapabilityUnavailable,
-	BudgetExceeded, SensitiveNoInternalBackend, UpstreamError, NoBackendAvailable,
+	BudgetExceeded, SensitiveNoInternalBackend, UnknownTenant, UpstreamError, NoBackendAvailable,
 	UpstreamTimeout, UpstreamStatus, Unavailable, Canceled, Internal,
 }
 
@@ -79,6 +83,7 @@ var reasonTable = map[Reason]reasonInfo{
 	CapabilityUnavailable:      {codes.FailedPrecondition, http.StatusBadRequest, "invalid_request_error"},
 	BudgetExceeded:             {codes.ResourceExhausted, http.StatusTooManyRequests, "insufficient_quota"},
 	SensitiveNoInternalBackend: {codes.PermissionDenied, http.StatusForbidden, "permission_error"},
+	UnknownTenant:              {codes.PermissionDenied, http.StatusForbidden, "permission_error"},
 	UpstreamError:              {codes.Unavailable, http.StatusBadGateway, "server_error"},
 	NoBackendAvailable:         {codes.Unavailable, http.StatusServiceUnavailable, "server_error"},
 	UpstreamTimeout:            {codes.DeadlineExceeded, http.StatusGatewayTimeout, "server_error"},

@@ -27,6 +27,7 @@ func TestEveryReasonMaps(t *testing.T) {
 		faults.CapabilityUnavailable:      {codes.FailedPrecondition, 400},
 		faults.BudgetExceeded:             {codes.ResourceExhausted, 429},
 		faults.SensitiveNoInternalBackend: {codes.PermissionDenied, 403},
+		faults.UnknownTenant:              {codes.PermissionDenied, 403},
 		faults.UpstreamError:              {codes.Unavailable, 502},
 		faults.NoBackendAvailable:         {codes.Unavailable, 503},
 		faults.UpstreamTimeout:            {codes.DeadlineExceeded, 504},

@@ -4,6 +4,8 @@ import (
 	"google.golang.org/grpc/encoding"
 	protoenc "google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/mem"
+
+	"github.com/flexway/flexway/server/grpccodec"
 )
 
 // Frame is one gRPC message as raw bytes, its wire encoding without the
@@ -29,9 +31,10 @@ type Frame struct {
 // grpc.ForceServerCodecV2: it passes a *Frame through as its bytes and
 // (un)marshals every other message as protobuf, so the gateway's own
 // flexway.v1 services keep working on the same server. Its Name is "proto",
-// the content-subtype clients send by default. It is safe for concurrent
-// use.
-func Codec() encoding.CodecV2 { return frameCodec{proto: encoding.GetCodecV2(protoenc.Name)} }
+// the content-subtype clients send by default. Its protobuf is
+// [grpccodec.Codec], whose unmarshal errors grpccodec.Registrar's handlers
+// answer INVALID_ARGUMENT. It is safe for concurrent use.
+func Codec() encoding.CodecV2 { return frameCodec{proto: grpccodec.Codec()} }
 
 // frameCodec is [Codec]'s implementation.
 type frameCodec struct{ proto encoding.CodecV2 }

@@ -8,6 +8,7 @@ import (
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protodesc"
+	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/descriptorpb"
 
 	"github.com/flexway/flexway/server/money"
@@ -57,15 +58,18 @@ type service struct {
 }
 
 // loadDescriptorSets reads every set and returns the services they define,
-// by full name. Errors start with the set's key, ai.grpc.descriptor_sets[i].
-func loadDescriptorSets(paths []string) (map[string]*service, error) {
+// by full name, and each set's files, in the order of paths (for
+// reflection). Errors start with the set's key, ai.grpc.descriptor_sets[i].
+func loadDescriptorSets(paths []string) (map[string]*service, []*protoregistry.Files, error) {
 	services := make(map[string]*service)
+	files := make([]*protoregistry.Files, 0, len(paths))
 	for i, path := range paths {
 		key := fmt.Sprintf("ai.grpc.descriptor_sets[%d]", i)
-		set, err := readDescriptorSet(path)
+		set, fs, err := readDescriptorSet(path)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %s: %w", key, path, err)
+			return nil, nil, fmt.Errorf("%s: %s: %w", key, path, err)
 		}
+		files = append(files, fs)
 		for _, f := range set.GetFile() {
 			for _, sd := range f.GetService() {
 				name := sd.GetName()
@@ -74,7 +78,7 @@ func loadDescriptorSets(paths []string) (map[string]*service, error) {
 				}
 				if prev, ok := services[name]; ok {
 					if !proto.Equal(prev.desc, sd) {
-						return nil, fmt.Errorf("%s: %s: service %s differs from its definition in ai.grpc.descriptor_sets[%d]", key, path, name, prev.set)
+						return nil, nil, fmt.Errorf("%s: %s: service %s differs from its definition in ai.grpc.descriptor_sets[%d]", key, path, name, prev.set)
 					}
 					continue
 				}
@@ -82,7 +86,7 @@ func loadDescriptorSets(paths []string) (map[string]*service, error) {
 				for _, md := range sd.GetMethod() {
 					m, err := methodOf(name, md)
 					if err != nil {
-						return nil, fmt.Errorf("%s: %s.%s: %w", key, name, md.GetName(), err)
+						return nil, nil, fmt.Errorf("%s: %s.%s: %w", key, name, md.GetName(), err)
 					}
 					s.methods[md.GetName()] = m
 				}
@@ -90,34 +94,36 @@ func loadDescriptorSets(paths []string) (map[string]*service, error) {
 			}
 		}
 	}
-	return services, nil
+	return services, files, nil
 }
 
-// readDescriptorSet reads and checks one FileDescriptorSet file.
-func readDescriptorSet(path string) (*descriptorpb.FileDescriptorSet, error) {
+// readDescriptorSet reads and checks one FileDescriptorSet file, and
+// returns it with its files built.
+func readDescriptorSet(path string) (*descriptorpb.FileDescriptorSet, *protoregistry.Files, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	set := new(descriptorpb.FileDescriptorSet)
 	// The default resolver knows the (flexway.v1.operation) extension, which
 	// this package links in, so method options parse into it.
 	if err := proto.Unmarshal(b, set); err != nil {
-		return nil, fmt.Errorf("not a FileDescriptorSet: %w", err)
+		return nil, nil, fmt.Errorf("not a FileDescriptorSet: %w", err)
 	}
 	// Arbitrary bytes often parse as unknown fields: a set has only files.
 	if len(set.ProtoReflect().GetUnknown()) > 0 {
-		return nil, errors.New("not a FileDescriptorSet: unexpected fields")
+		return nil, nil, errors.New("not a FileDescriptorSet: unexpected fields")
 	}
 	if len(set.GetFile()) == 0 {
-		return nil, errors.New("not a FileDescriptorSet: no file")
+		return nil, nil, errors.New("not a FileDescriptorSet: no file")
 	}
 	// Build the files to check them; imports left out of the set (protoc
 	// without --include_imports) are tolerated.
-	if _, err := (protodesc.FileOptions{AllowUnresolvable: true}).NewFiles(set); err != nil {
-		return nil, fmt.Errorf("not a valid FileDescriptorSet: %w", err)
+	fs, err := (protodesc.FileOptions{AllowUnresolvable: true}).NewFiles(set)
+	if err != nil {
+		return nil, nil, fmt.Errorf("not a valid FileDescriptorSet: %w", err)
 	}
-	return set, nil
+	return set, fs, nil
 }
 
 // methodOf returns the method's shape and options; Backend and External are

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/reflect/protoregistry"
 
 	"github.com/flexway/flexway/server/call"
 	"github.com/flexway/flexway/server/faults"
@@ -28,6 +29,7 @@ type Proxy struct {
 	methods  map[string]Method // routed methods by full method
 	services map[string]string // routed service → backend name
 	backends map[string]*backend
+	files    []*protoregistry.Files // each descriptor set's, in order, for reflection
 	closed   atomic.Bool
 }
 
@@ -64,11 +66,12 @@ func New(o Options) (_ *Proxy, err error) {
 	case maxBytes == 0:
 		maxBytes = defaultMaxMessageBytes
 	}
-	defs, err := loadDescriptorSets(o.DescriptorSets)
+	defs, files, err := loadDescriptorSets(o.DescriptorSets)
 	if err != nil {
 		return nil, err
 	}
 	p := &Proxy{
+		files:    files,
 		methods:  make(map[string]Method),
 		services: make(map[string]string, len(o.Services)),
 		backends: make(map[string]*backend),

@@ -106,6 +106,8 @@ type handler struct {
 	soft      float64
 	refreshMS int64
 	upstream  http.Handler
+	// crossOrigin guards the forms that change state: see login.
+	crossOrigin *http.CrossOriginProtection
 
 	mu       sync.Mutex
 	sessions map[string]consoleSession // by token
@@ -135,7 +137,7 @@ type consoleSession struct {
 //
 // Errors are RFC 9457 problem details.
 func Handler(o Options) http.Handler {
-	h := &handler{sum: o.AdminKeySum, soft: o.Soft, upstream: o.Upstream, sessions: map[string]consoleSession{}}
+	h := &handler{sum: o.AdminKeySum, soft: o.Soft, upstream: o.Upstream, crossOrigin: http.NewCrossOriginProtection(), sessions: map[string]consoleSession{}}
 	if h.soft <= 0 || h.soft >= 1 {
 		h.soft = 0
 	}
@@ -300,19 +302,16 @@ func (h *handler) loginForm(w http.ResponseWriter, status int, msg string) {
 	_, _ = w.Write(b.Bytes())
 }
 
-// sameOrigin reports whether a request that changes state comes from the
-// console itself: a browser's Origin, when it sends one, names this host.
-func sameOrigin(r *http.Request) bool {
-	o := r.Header.Get("Origin")
-	if o == "" {
-		return true
-	}
-	u, err := url.Parse(o)
-	return err == nil && u.Host != "" && strings.EqualFold(u.Host, r.Host)
-}
-
+// login signs a browser in. Like logout, it is guarded against
+// cross-site request forgery by the standard library's
+// [http.CrossOriginProtection] (Go 1.25+): a browser's Sec-Fetch-Site must be same-origin or none, or, from a
+// browser that does not send it, the Origin's host must be the request's
+// Host; a request with neither header (curl, a script) passes. The
+// console's pages send Referrer-Policy: no-referrer, so a browser posts
+// their forms with "Origin: null", which only Sec-Fetch-Site can tell
+// from a cross-site post.
 func (h *handler) login(w http.ResponseWriter, r *http.Request) {
-	if !sameOrigin(r) {
+	if h.crossOrigin.Check(r) != nil {
 		transcoder.WriteProblem(w, r, http.StatusForbidden, "the console's login form posts from the console only")
 		return
 	}
@@ -343,7 +342,7 @@ func (h *handler) login(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *handler) logout(w http.ResponseWriter, r *http.Request) {
-	if r.Method == http.MethodPost && !sameOrigin(r) {
+	if h.crossOrigin.Check(r) != nil {
 		transcoder.WriteProblem(w, r, http.StatusForbidden, "the console's logout form posts from the console only")
 		return
 	}

@@ -162,8 +162,26 @@ func TestLogin(t *testing.T) {
 	if b := body(t, resp); resp.StatusCode != 401 || !strings.Contains(b, "That is not server.admin_key.") || len(resp.Cookies()) != 0 {
 		t.Fatalf("%d %v\n%s", resp.StatusCode, resp.Cookies(), b)
 	}
-	// A post from another site is refused before the key is looked at.
+	// A post from another site is refused before the key is looked at:
+	// by its Sec-Fetch-Site, or by its Origin from a browser that sends
+	// no Sec-Fetch-Site.
 	problem(t, login(t, h, testKey, map[string]string{"Origin": "https://evil.example"}), 403, "from the console only")
+	problem(t, login(t, h, testKey, map[string]string{"Sec-Fetch-Site": "cross-site", "Origin": "null"}), 403, "from the console only")
+	problem(t, login(t, h, testKey, map[string]string{"Sec-Fetch-Site": "same-site", "Origin": "https://other.example.com"}), 403, "from the console only")
+	// The console's own form under Referrer-Policy: no-referrer: a
+	// browser posts it with Origin: null and Sec-Fetch-Site: same-origin.
+	if resp := login(t, h, testKey, map[string]string{"Sec-Fetch-Site": "same-origin", "Origin": "null"}); resp.StatusCode != http.StatusSeeOther || len(resp.Cookies()) != 1 {
+		t.Fatalf("the console's own form posted with Origin: null: %d %v", resp.StatusCode, resp.Cookies())
+	}
+	r0 := httptest.NewRequest("POST", "/console/logout", nil)
+	r0.Header.Set("Sec-Fetch-Site", "same-origin")
+	r0.Header.Set("Origin", "null")
+	if resp := do(t, h, r0); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("the console's own sign-out form posted with Origin: null: %d", resp.StatusCode)
+	}
+	r0 = httptest.NewRequest("POST", "/console/logout", nil)
+	r0.Header.Set("Sec-Fetch-Site", "cross-site")
+	problem(t, do(t, h, r0), 403, "from the console only")
 
 	c := session(t, h)
 	if !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Path != "/console" || c.Secure || c.Value == "" || strings.Contains(c.Value, "adm") {
