@@ -26,7 +26,7 @@ commands:
                            initialise a new Redis budget ledger (ai.budget.store.type: redis):
                            writes its marker, so that metered calls are served
   report   --audit PATH [--month YYYY-MM | --from DATE --to DATE] [--by tenant,agent,backend,model]
-           [--format table|csv|json] [--tz ZONE]
+           [--format table|csv|json] [--tz ZONE] [--skip-bad]
                            chargeback from the audit log: calls, tokens, euros per tenant (--help)
   version                  print the version
 `
