@@ -17,6 +17,7 @@ import (
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
 	"github.com/flexway/flexway/server"
 	auditlog "github.com/flexway/flexway/server/audit"
+	ledger "github.com/flexway/flexway/server/budget"
 	"github.com/flexway/flexway/server/call"
 	"github.com/flexway/flexway/server/faults"
 )
@@ -53,7 +54,7 @@ func UnaryServerInterceptor(c Config) grpc.UnaryServerInterceptor {
 			return nil, refuse(err)
 		}
 		a.request(req)
-		resp, err := handler(ctx, req)
+		resp, err := handler(c.noting(ctx, a), req)
 		c.write(ctx, a, err)
 		return resp, err
 	}
@@ -70,7 +71,7 @@ func StreamServerInterceptor(c Config) grpc.StreamServerInterceptor {
 		if err := c.Writer.Healthy(); err != nil {
 			return refuse(err)
 		}
-		err := handler(srv, &stream{ServerStream: ss, a: a})
+		err := handler(srv, &stream{ServerStream: ss, a: a, ctx: c.noting(ss.Context(), a)})
 		c.write(ss.Context(), a, err)
 		return err
 	}
@@ -127,12 +128,17 @@ func (a *auditing) request(req any) {
 	}
 }
 
-// stream notes the request of a streaming call.
+// stream notes the request of a streaming call, and carries the note of
+// its commit.
 type stream struct {
 	grpc.ServerStream
 	a    *auditing
+	ctx  context.Context
 	seen bool
 }
+
+// Context is the call's context with the note of its commit.
+func (s *stream) Context() context.Context { return s.ctx }
 
 func (s *stream) RecvMsg(m any) error {
 	err := s.ServerStream.RecvMsg(m)
@@ -143,8 +149,41 @@ func (s *stream) RecvMsg(m any) error {
 	return err
 }
 
+// noting returns ctx carrying, for the budget ledger's commit of the
+// call, the note it journals with the commit (budget.WithNote): the call's
+// audit line as it stands at the commit, ended there. If the process dies
+// after the commit and before this interceptor's line is written, the
+// gateway's next start rebuilds the line from the journal
+// (auditlog.Rebuild), so that every call the ledger charged is audited.
+func (c Config) noting(ctx context.Context, a *auditing) context.Context {
+	return ledger.WithNote(ctx, func() []byte {
+		l := c.line(a, nil)
+		if l.UsageEstimated {
+			// Usage is estimated only for a stream cut after its output
+			// began: most often by the caller.
+			l.Outcome, l.Status = "canceled", (&faults.Error{Reason: faults.Canceled}).HTTPStatus()
+		}
+		b, err := auditlog.Encode(l)
+		if err != nil {
+			return nil
+		}
+		return b
+	})
+}
+
 // write builds the call's line and queues it.
 func (c Config) write(ctx context.Context, a *auditing, err error) {
+	l := c.line(a, err)
+	// A call already served is audited even while the log is failing:
+	// the writer keeps the line and retries.
+	_ = c.Writer.Write(l)
+	if c.Record != nil {
+		c.Record(ctx, l)
+	}
+}
+
+// line is the call's audit line, for a call that ended now with err.
+func (c Config) line(a *auditing, err error) *auditlog.Line {
 	st, o := a.st, a.st.Outcome()
 	l := &auditlog.Line{
 		Time:           st.Start.UTC(),
@@ -173,12 +212,7 @@ func (c Config) write(ctx context.Context, a *auditing, err error) {
 		l.MeteredBy = c.MeteredBy(o.Backend)
 	}
 	l.Outcome, l.Status = outcome(err, o.Backend != "")
-	// A call already served is audited even while the log is failing:
-	// the writer keeps the line and retries.
-	_ = c.Writer.Write(l)
-	if c.Record != nil {
-		c.Record(ctx, l)
-	}
+	return l
 }
 
 // outcome classifies a call's error: ok, refused (the gateway said no
