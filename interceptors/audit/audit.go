@@ -10,6 +10,7 @@ package audit
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -55,6 +56,7 @@ func UnaryServerInterceptor(c Config) grpc.UnaryServerInterceptor {
 		}
 		a.request(req)
 		resp, err := handler(c.noting(ctx, a), req)
+		a.noted()
 		c.write(ctx, a, err)
 		return resp, err
 	}
@@ -72,6 +74,7 @@ func StreamServerInterceptor(c Config) grpc.StreamServerInterceptor {
 			return refuse(err)
 		}
 		err := handler(srv, &stream{ServerStream: ss, a: a, ctx: c.noting(ss.Context(), a)})
+		a.noted()
 		c.write(ss.Context(), a, err)
 		return err
 	}
@@ -91,7 +94,26 @@ type auditing struct {
 	capability call.Capability
 	feature    string
 	user       string
+	note       *[]byte // the buffer of the commit's note, from notePool
+	noteLine   auditlog.Line
+	userHash   string // Hash(user), once computed
 }
+
+// notePool holds the buffers of commit notes: the ledger copies a note
+// into its journal record before Commit returns, so the buffer is reused
+// once the handler (which commits) has returned.
+var notePool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
+// noted gives the note's buffer back, once the call's commit is done.
+func (a *auditing) noted() {
+	if a.note != nil && cap(*a.note) <= maxNoteBuffer {
+		notePool.Put(a.note)
+	}
+	a.note = nil
+}
+
+// maxNoteBuffer is the largest note buffer kept for reuse.
+const maxNoteBuffer = 16 << 10
 
 // begin returns the call's audit record, false for a call that is not an
 // inference call or names no caller.
@@ -157,16 +179,23 @@ func (s *stream) RecvMsg(m any) error {
 // (auditlog.Rebuild), so that every call the ledger charged is audited.
 func (c Config) noting(ctx context.Context, a *auditing) context.Context {
 	return ledger.WithNote(ctx, func() []byte {
-		l := c.line(a, nil)
+		l := &a.noteLine
+		c.fill(l, a, nil)
 		if l.UsageEstimated {
 			// Usage is estimated only for a stream cut after its output
 			// began: most often by the caller.
 			l.Outcome, l.Status = "canceled", (&faults.Error{Reason: faults.Canceled}).HTTPStatus()
 		}
-		b, err := auditlog.Encode(l)
+		bp := a.note
+		if bp == nil {
+			bp = notePool.Get().(*[]byte)
+			a.note = bp
+		}
+		b, err := auditlog.AppendEncoded((*bp)[:0], l)
 		if err != nil {
 			return nil
 		}
+		*bp = b
 		return b
 	})
 }
@@ -184,8 +213,19 @@ func (c Config) write(ctx context.Context, a *auditing, err error) {
 
 // line is the call's audit line, for a call that ended now with err.
 func (c Config) line(a *auditing, err error) *auditlog.Line {
+	l := new(auditlog.Line)
+	c.fill(l, a, err)
+	return l
+}
+
+// fill sets *l to the call's audit line, for a call that ended now with
+// err.
+func (c Config) fill(l *auditlog.Line, a *auditing, err error) {
 	st, o := a.st, a.st.Outcome()
-	l := &auditlog.Line{
+	if a.userHash == "" && a.user != "" {
+		a.userHash = c.Writer.Hash(a.user) // once per call: the note and the line
+	}
+	*l = auditlog.Line{
 		Time:           st.Start.UTC(),
 		RequestID:      st.RequestID,
 		Operation:      st.Operation,
@@ -206,13 +246,12 @@ func (c Config) line(a *auditing, err error) *auditlog.Line {
 		Soft:           st.Soft,
 		DurationMS:     float64(time.Since(st.Start).Microseconds()) / 1000,
 		KeyHash:        c.Writer.HashName(st.KeyName),
-		UserHash:       c.Writer.Hash(a.user),
+		UserHash:       a.userHash,
 	}
 	if c.MeteredBy != nil && o.Backend != "" {
 		l.MeteredBy = c.MeteredBy(o.Backend)
 	}
 	l.Outcome, l.Status = outcome(err, o.Backend != "")
-	return l
 }
 
 // outcome classifies a call's error: ok, refused (the gateway said no

@@ -18,15 +18,19 @@ import (
 // Encode returns l encoded as [Writer.Write] writes it, without the
 // newline: the bytes the budget ledger journals with a call's commit (see
 // [Rebuild]). It fails, as Write does, for a line JSON cannot hold.
-func Encode(l *Line) ([]byte, error) {
+func Encode(l *Line) ([]byte, error) { return AppendEncoded(nil, l) }
+
+// AppendEncoded is [Encode] appending to dst (returned unchanged with the
+// error).
+func AppendEncoded(dst []byte, l *Line) ([]byte, error) {
 	if l == nil {
-		return nil, errors.New("audit: nil line")
+		return dst, errors.New("audit: nil line")
 	}
 	if !encodable(l) {
 		_, err := marshalLine(l)
-		return nil, err
+		return dst, err
 	}
-	return appendLine(nil, l), nil
+	return appendLine(dst, l), nil
 }
 
 // lineKey is what identifies a call's audit line, and every field

@@ -109,7 +109,8 @@ func OpenEmbeddedWithOptions(path string, o EmbeddedOptions) (Store, error) {
 // before the store's lock is taken, and what it returns (at most 8 KiB;
 // longer, or nil, journals none) is written in the commit's journal
 // record, in the same write(2), so that it survives whatever kills the
-// process after the commit. A later open hands the notes of the records
+// process after the commit; the bytes are copied, not kept once Commit
+// returns. A later open hands the notes of the records
 // still in the journal to [EmbeddedOptions.Notes]. The gateway's note is
 // the call's audit line, so that a crash between the commit and the
 // audit write loses neither. The Redis store ignores notes.
