@@ -313,3 +313,7 @@ func (g *testGW) wait(t testing.TB, d time.Duration) error {
 		return nil
 	}
 }
+
+// soak reports whether the long versions of tests run (FLEXWAY_SOAK=1,
+// `make soak`); make test runs the short ones.
+func soak() bool { return os.Getenv("FLEXWAY_SOAK") == "1" }

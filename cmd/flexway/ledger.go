@@ -22,8 +22,11 @@ var ledgerClock func() time.Time
 var ledgerLease time.Duration
 
 // openLedger opens ai.budget.store and returns the ledger over it with the
-// configured caps. The embedded store is a file only one process may hold.
-// A Redis store need not be up or initialised: the gateway starts, log is
+// configured caps. The embedded store is a file only one process may hold;
+// opening it after a crash rebuilds, from the audit lines journaled with
+// the commits (see interceptors/audit), the lines of committed calls the
+// audit file lacks (log says how many), before the audit is opened. A
+// Redis store need not be up or initialised: the gateway starts, log is
 // told, and metered calls are refused until it is (its state is checked on
 // every call); its own files (ai.budget.store.path: the commit sequence
 // it saw, the journal of commits Redis could not take) are one replica's.
@@ -47,12 +50,35 @@ func openLedger(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bud
 			}
 		}
 	default:
-		store, err = budget.OpenEmbeddedWithOptions(s.Path, budget.EmbeddedOptions{Warn: warn})
+		store, err = budget.OpenEmbeddedWithOptions(s.Path, budget.EmbeddedOptions{Warn: warn, Notes: rebuildAudit(cfg.Audit.Path, warn)})
 	}
 	if err != nil {
 		return nil, fmt.Errorf("ai.budget.store: %w", err)
 	}
 	return budget.New(p, store, budget.Options{Now: ledgerClock, ReservationTTL: ledgerLease}), nil
+}
+
+// rebuildAudit returns the receiver of the notes an embedded ledger's
+// journal kept after a crash: the audit lines of its last commits, of
+// which it appends to the audit file at path those it lacks.
+func rebuildAudit(path string, warn func(string)) func([][]byte) error {
+	if warn == nil {
+		warn = func(string) {}
+	}
+	return func(notes [][]byte) error {
+		if path == "-" {
+			warn(fmt.Sprintf("the audit goes to stdout: %d calls committed in the last second before a crash may have no audit line, which cannot be checked", len(notes)))
+			return nil
+		}
+		n, err := auditlog.Rebuild(path, notes, nil)
+		if err != nil {
+			return fmt.Errorf("rebuilding the audit lines of calls committed before a crash: %w", err)
+		}
+		if n > 0 {
+			warn(fmt.Sprintf("appended to %s the audit lines of %d calls committed before a crash (a kill or a power loss) whose lines had not been written; they come from the ledger's journal", path, n))
+		}
+		return nil
+	}
 }
 
 // ledgerPolicy is the caps part of cfg.

@@ -30,8 +30,6 @@ import (
 // which runs them with the real lease (budget.LeaseTTL, 30 s).
 const testLeaseEnv = "FLEXWAY_TEST_LEASE"
 
-// soak reports whether the long versions run (FLEXWAY_SOAK=1, `make soak`).
-func soak() bool { return os.Getenv("FLEXWAY_SOAK") == "1" }
 
 // testLease is the lease the replica tests' children run with.
 func testLease(t *testing.T) time.Duration {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -53,7 +52,7 @@ func TestCapHoldsWithAnHonestTokenizer(t *testing.T) {
 	// Each call uses 4 + 490 + 8 + 32 + 50 = 584 tokens.
 	const perCall = 584
 	calls, workers := int64(8), 4
-	if os.Getenv("FLEXWAY_SOAK") == "1" {
+	if soak() {
 		calls, workers = 1000, 32
 	}
 	capTokens := calls*perCall + perCall - 1

@@ -29,7 +29,7 @@ commands:
                            accept a Redis budget ledger that lost commits (replicas refuse
                            metered calls with 503 once they see it): meter again from what it holds
   report   --audit PATH [--month YYYY-MM | --from DATE --to DATE] [--by tenant,agent,backend,model]
-           [--format table|csv|json] [--tz ZONE]
+           [--format table|csv|json] [--tz ZONE] [--skip-bad]
                            chargeback from the audit log: calls, tokens, euros per tenant (--help)
   version                  print the version
 `

@@ -10,6 +10,7 @@ package audit
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -17,6 +18,7 @@ import (
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
 	"github.com/flexway/flexway/server"
 	auditlog "github.com/flexway/flexway/server/audit"
+	ledger "github.com/flexway/flexway/server/budget"
 	"github.com/flexway/flexway/server/call"
 	"github.com/flexway/flexway/server/faults"
 )
@@ -57,7 +59,8 @@ func UnaryServerInterceptor(c Config) grpc.UnaryServerInterceptor {
 			return nil, refuse(err)
 		}
 		a.request(req)
-		resp, err := handler(ctx, req)
+		resp, err := handler(c.noting(ctx, a), req)
+		a.noted()
 		c.write(ctx, a, err)
 		return resp, err
 	}
@@ -74,7 +77,8 @@ func StreamServerInterceptor(c Config) grpc.StreamServerInterceptor {
 		if err := c.Writer.Healthy(); err != nil {
 			return refuse(err)
 		}
-		err := handler(srv, &stream{ServerStream: ss, a: a})
+		err := handler(srv, &stream{ServerStream: ss, a: a, ctx: c.noting(ss.Context(), a)})
+		a.noted()
 		c.write(ss.Context(), a, err)
 		return err
 	}
@@ -94,7 +98,26 @@ type auditing struct {
 	capability call.Capability
 	feature    string
 	user       string
+	note       *[]byte // the buffer of the commit's note, from notePool
+	noteLine   auditlog.Line
+	userHash   string // Hash(user), once computed
 }
+
+// notePool holds the buffers of commit notes: the ledger copies a note
+// into its journal record before Commit returns, so the buffer is reused
+// once the handler (which commits) has returned.
+var notePool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
+// noted gives the note's buffer back, once the call's commit is done.
+func (a *auditing) noted() {
+	if a.note != nil && cap(*a.note) <= maxNoteBuffer {
+		notePool.Put(a.note)
+	}
+	a.note = nil
+}
+
+// maxNoteBuffer is the largest note buffer kept for reuse.
+const maxNoteBuffer = 16 << 10
 
 // begin returns the call's audit record, false for a call that is not an
 // inference call or names no caller.
@@ -131,12 +154,17 @@ func (a *auditing) request(req any) {
 	}
 }
 
-// stream notes the request of a streaming call.
+// stream notes the request of a streaming call, and carries the note of
+// its commit.
 type stream struct {
 	grpc.ServerStream
 	a    *auditing
+	ctx  context.Context
 	seen bool
 }
+
+// Context is the call's context with the note of its commit.
+func (s *stream) Context() context.Context { return s.ctx }
 
 func (s *stream) RecvMsg(m any) error {
 	err := s.ServerStream.RecvMsg(m)
@@ -147,10 +175,61 @@ func (s *stream) RecvMsg(m any) error {
 	return err
 }
 
+// noting returns ctx carrying, for the budget ledger's commit of the
+// call, the note it journals with the commit (budget.WithNote): the call's
+// audit line as it stands at the commit, ended there. If the process dies
+// after the commit and before this interceptor's line is written, the
+// gateway's next start rebuilds the line from the journal
+// (auditlog.Rebuild), so that every call the ledger charged is audited.
+func (c Config) noting(ctx context.Context, a *auditing) context.Context {
+	return ledger.WithNote(ctx, func() []byte {
+		l := &a.noteLine
+		c.fill(l, a, nil)
+		if l.UsageEstimated {
+			// Usage is estimated only for a stream cut after its output
+			// began: most often by the caller.
+			l.Outcome, l.Status = "canceled", (&faults.Error{Reason: faults.Canceled}).HTTPStatus()
+		}
+		bp := a.note
+		if bp == nil {
+			bp = notePool.Get().(*[]byte)
+			a.note = bp
+		}
+		b, err := auditlog.AppendEncoded((*bp)[:0], l)
+		if err != nil {
+			return nil
+		}
+		*bp = b
+		return b
+	})
+}
+
 // write builds the call's line and queues it.
 func (c Config) write(ctx context.Context, a *auditing, err error) {
+	l := c.line(a, err)
+	// A call already served is audited even while the log is failing:
+	// the writer keeps the line and retries.
+	_ = c.Writer.Write(l)
+	if c.Record != nil {
+		c.Record(ctx, l)
+	}
+}
+
+// line is the call's audit line, for a call that ended now with err.
+func (c Config) line(a *auditing, err error) *auditlog.Line {
+	l := new(auditlog.Line)
+	c.fill(l, a, err)
+	return l
+}
+
+// fill sets *l to the call's audit line, for a call that ended now with
+// err.
+func (c Config) fill(l *auditlog.Line, a *auditing, err error) {
 	st, o := a.st, a.st.Outcome()
-	l := &auditlog.Line{
+	if a.userHash == "" && a.user != "" {
+		a.userHash = c.Writer.Hash(a.user) // once per call: the note and the line
+	}
+	*l = auditlog.Line{
 		Time:                 st.Start.UTC(),
 		RequestID:            st.RequestID,
 		Operation:            st.Operation,
@@ -172,7 +251,7 @@ func (c Config) write(ctx context.Context, a *auditing, err error) {
 		Soft:                 st.Soft,
 		DurationMS:           float64(time.Since(st.Start).Microseconds()) / 1000,
 		KeyHash:              c.Writer.HashName(st.KeyName),
-		UserHash:             c.Writer.Hash(a.user),
+		UserHash:             a.userHash,
 	}
 	if c.ModelRequested != nil {
 		l.ModelRequested = c.ModelRequested(l.ModelRequested)
@@ -181,12 +260,6 @@ func (c Config) write(ctx context.Context, a *auditing, err error) {
 		l.MeteredBy = c.MeteredBy(o.Backend)
 	}
 	l.Outcome, l.Status = outcome(err, o.Backend != "")
-	// A call already served is audited even while the log is failing:
-	// the writer keeps the line and retries.
-	_ = c.Writer.Write(l)
-	if c.Record != nil {
-		c.Record(ctx, l)
-	}
 }
 
 // outcome classifies a call's error: ok, refused (the gateway said no

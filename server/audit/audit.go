@@ -160,7 +160,7 @@ type Writer struct {
 	mu      sync.Mutex
 	queued  []*Line      // accepted lines not yet encoded
 	pending bytes.Buffer // encoded lines not yet written whole (see cut)
-	spare   []*Line      // run's: the last batch's slice, reused for queued
+	spare   []*Line      // the last batch's slice, reused for queued; never queued's array
 	enc     []byte       // run's: the encoding buffer
 	failed  error        // the last write's error, nil when healthy
 	closed  bool
@@ -334,7 +334,13 @@ func (w *Writer) run() {
 func (w *Writer) flush() bool {
 	w.mu.Lock()
 	lines := w.queued
-	w.queued = w.spare[:0]
+	if len(lines) > 0 {
+		// The queue and the spare batch are always two arrays: they are
+		// swapped only when there is a batch to take, so that a flush that
+		// finds nothing queued never leaves them sharing one (which made
+		// Write append into the batch being encoded).
+		w.queued, w.spare = w.spare[:0], nil
+	}
 	w.mu.Unlock()
 	if len(lines) > 0 {
 		buf := w.enc[:0]
@@ -343,8 +349,8 @@ func (w *Writer) flush() bool {
 			buf = append(buf, '\n')
 		}
 		clear(lines) // the lines are the collector's again
-		w.spare = lines
 		w.mu.Lock()
+		w.spare = lines
 		w.pending.Write(buf)
 		w.mu.Unlock()
 		if cap(buf) <= maxEncodeBuffer {

@@ -28,8 +28,10 @@ import (
 // journal). Every embeddedSyncEvery in which something was committed, a
 // checkpoint fsyncs the journal, starts a new journal file, writes the
 // journaled amounts to the bbolt file in one fsynced transaction and then
-// deletes the older journal files; Close does a last one, after which no
-// journal file remains. An OS crash or power loss can therefore lose the
+// deletes the older journal files but the one it just stopped writing,
+// which the next checkpoint deletes (so that the notes of its records,
+// the calls' audit lines, outlive the audit's own writes by a second);
+// Close does a last one, after which no journal file remains. An OS crash or power loss can therefore lose the
 // commits of about the last second (those fsynced in neither file); a
 // record torn by it at the end of the journal is dropped at the next open.
 // The commit path costs a write(2) (about 2 µs) instead of a bbolt
@@ -83,15 +85,54 @@ type EmbeddedOptions struct {
 	// which grows, until one succeeds — and when one succeeds again, and
 	// at open when a torn record at the end of the journal was dropped.
 	Warn func(msg string)
+	// Notes, when set, is given at open the notes ([WithNote]) of the
+	// commits the journal files left by the previous process hold, in
+	// commit order — every commit of at least its last second, the
+	// records already in the ledger file included — after their amounts
+	// are in the ledger file and before the journal files are deleted.
+	// It returns an error when it could not keep them (the gateway
+	// rebuilds from them the audit lines a crash lost); the open then
+	// fails, and the journal files stay for the next one. Not called when
+	// no note was found.
+	Notes func(notes [][]byte) error
 }
 
 // OpenEmbeddedWithOptions is [OpenEmbedded] with options.
 func OpenEmbeddedWithOptions(path string, o EmbeddedOptions) (Store, error) {
-	s, err := openEmbeddedWith(path, true, true, o.Warn)
+	s, err := openEmbeddedFull(path, true, true, o.Warn, o.Notes)
 	if err != nil {
 		return nil, err
 	}
 	return s, nil
+}
+
+// WithNote returns ctx carrying note, for [Ledger.Commit] with the
+// embedded store: note is called once per commit that charges anything,
+// before the store's lock is taken, and what it returns (at most 8 KiB;
+// longer, or nil, journals none) is written in the commit's journal
+// record, in the same write(2), so that it survives whatever kills the
+// process after the commit; the bytes are copied, not kept once Commit
+// returns. A later open hands the notes of the records
+// still in the journal to [EmbeddedOptions.Notes]. The gateway's note is
+// the call's audit line, so that a crash between the commit and the
+// audit write loses neither. The Redis store ignores notes.
+func WithNote(ctx context.Context, note func() []byte) context.Context {
+	return context.WithValue(ctx, noteKey{}, note)
+}
+
+type noteKey struct{}
+
+// noteOf calls the note ctx carries; nil when none.
+func noteOf(ctx context.Context) []byte {
+	f, _ := ctx.Value(noteKey{}).(func() []byte)
+	if f == nil {
+		return nil
+	}
+	n := f()
+	if len(n) > maxNote {
+		return nil
+	}
+	return n
 }
 
 // openEmbedded opens the store; noSync false fsyncs the journal after every
@@ -104,6 +145,12 @@ func openEmbedded(path string, noSync bool) (*embedded, error) {
 // every second and evicts every minute only when background is true (tests
 // call checkpoint and evict themselves).
 func openEmbeddedWith(path string, noSync, background bool, warn func(string)) (*embedded, error) {
+	return openEmbeddedFull(path, noSync, background, warn, nil)
+}
+
+// openEmbeddedFull is openEmbeddedWith with the receiver of the notes
+// found at open (see EmbeddedOptions.Notes).
+func openEmbeddedFull(path string, noSync, background bool, warn func(string), notes func([][]byte) error) (*embedded, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 		return nil, fmt.Errorf("%w: cannot create the directory of the embedded ledger %s: %w", ErrUnavailable, path, err)
 	}
@@ -119,6 +166,7 @@ func openEmbeddedWith(path string, noSync, background bool, warn func(string)) (
 		db:      db,
 		noSync:  noSync,
 		warn:    warn,
+		onNotes: notes,
 		buckets: make(map[string]*ebucket),
 		res:     make(map[string]*eres),
 		pending: make(map[string]int64),
@@ -229,9 +277,10 @@ func (s *embedded) recover() error {
 		return s.unusable("cannot list the journal files: %v", err)
 	}
 	deltas := make(map[string]int64)
+	var notes [][]byte
 	var last uint64 // seq of the last record read
 	for i, k := range ks {
-		if last, err = s.replay(journalName(s.path, k), i == len(ks)-1, applied, last, deltas); err != nil {
+		if last, err = s.replay(journalName(s.path, k), i == len(ks)-1, applied, last, deltas, &notes); err != nil {
 			return err
 		}
 		lastK = max(lastK, k)
@@ -239,6 +288,13 @@ func (s *embedded) recover() error {
 	seq, k := max(applied, last), lastK+1
 	if err := s.db.Update(func(tx *bolt.Tx) error { return applyCheckpoint(tx, deltas, seq, k) }); err != nil {
 		return s.unusable("cannot write the replayed journal: %v", err)
+	}
+	if len(notes) > 0 && s.onNotes != nil {
+		// The journal files are the notes' only copy: they are deleted
+		// only once the notes are kept.
+		if err := s.onNotes(notes); err != nil {
+			return s.unusable("the notes of the journal's commits could not be kept (the journal files stay): %v", err)
+		}
 	}
 	for _, k := range ks {
 		if err := os.Remove(journalName(s.path, k)); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -254,12 +310,12 @@ func (s *embedded) recover() error {
 }
 
 // replay adds to deltas the records of the journal file name with seq >
-// applied, checking that seqs increase from after (the previous file's
-// last). A corrupt or incomplete record ends the last file (torn by a
+// applied, and to notes the notes of all its records, checking that seqs
+// increase from after (the previous file's last). A corrupt or incomplete record ends the last file (torn by a
 // crash: the file is truncated before it, and anything after it is taken
 // for garbage the crash left); elsewhere it is an error: a file followed by
 // another was fsynced before the next one got records.
-func (s *embedded) replay(name string, lastFile bool, applied, after uint64, deltas map[string]int64) (uint64, error) {
+func (s *embedded) replay(name string, lastFile bool, applied, after uint64, deltas map[string]int64, notes *[][]byte) (uint64, error) {
 	f, err := os.OpenFile(name, os.O_RDWR, 0)
 	if err != nil {
 		return 0, s.unusable("cannot open the journal %s: %v", name, err)
@@ -282,6 +338,9 @@ func (s *embedded) replay(name string, lastFile bool, applied, after uint64, del
 			return 0, s.unusable("journal %s: record %d follows record %d: the records in between are missing (was the ledger file restored from an older copy, or a journal file removed?); restore them, or remove the journal files to accept the loss", name, rec.seq, prev)
 		}
 		after = rec.seq
+		if rec.note != nil {
+			*notes = append(*notes, rec.note)
+		}
 		if rec.seq <= applied {
 			continue // already in the bbolt file: a crash before its journal was deleted
 		}
@@ -409,10 +468,11 @@ func getUint64(b *bolt.Bucket, key []byte) uint64 {
 // the process dies first, the partial record is the torn end of the last
 // journal file, which the next open drops.
 type embedded struct {
-	path   string
-	db     *bolt.DB
-	noSync bool // false: fsync the journal after every record
-	warn   func(string)
+	path    string
+	db      *bolt.DB
+	noSync  bool // false: fsync the journal after every record
+	warn    func(string)
+	onNotes func([][]byte) error // EmbeddedOptions.Notes
 
 	mu      sync.Mutex
 	closed  bool
@@ -644,7 +704,14 @@ func (s *embedded) release(_ context.Context, id string, _ []line, now time.Time
 // cache and to pending. When the journal cannot be written (now, or since
 // an earlier failure) the usage is applied all the same and the error
 // wraps ErrNotDurable; see the type's doc.
-func (s *embedded) commit(_ context.Context, id string, lines []line, _ time.Time) error {
+func (s *embedded) commit(ctx context.Context, id string, lines []line, _ time.Time) error {
+	var note []byte
+	for _, l := range lines {
+		if l.amount != 0 {
+			note = noteOf(ctx) // outside the lock: it builds an audit line
+			break
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -666,7 +733,7 @@ func (s *embedded) commit(_ context.Context, id string, lines []line, _ time.Tim
 	var werr error
 	if len(s.jdel) > 0 {
 		if werr = s.failure(); werr == nil {
-			s.jbuf = appendRecord(s.jbuf[:0], s.seq+1, s.jdel)
+			s.jbuf = appendRecord(s.jbuf[:0], s.seq+1, s.jdel, note)
 			if werr = s.appendJournal(s.jbuf); werr == nil {
 				s.seq++
 			} else {
@@ -718,7 +785,8 @@ func (s *embedded) appendJournal(rec []byte) error {
 // checkpoint moves the journaled deltas into the bbolt file: it takes
 // pending and the last seq, starts a new journal file (when the last
 // checkpoint succeeded and the current one holds records), writes them in
-// one fsynced bbolt transaction and deletes the older journal files. On
+// one fsynced bbolt transaction and deletes the older journal files (but
+// the one it stopped writing, kept until the next checkpoint). On
 // failure the deltas go back to pending and the files stay, for the next
 // checkpoint. final (Close) closes the journal and starts none, so that on
 // success no journal file remains. Errors are returned, not recorded.
@@ -824,8 +892,14 @@ func (s *embedded) checkpoint(final bool) error {
 			s.setFailed(nil)
 		}
 		del, s.old = s.old, nil
-		if old != nil {
+		switch {
+		case old != nil && final:
 			del = append(del, oldK)
+		case old != nil:
+			// Kept until the next checkpoint: the notes of its last
+			// commits (their audit lines) must outlive those calls' audit
+			// writes, which follow the commit within milliseconds.
+			s.old = []uint64{oldK}
 		}
 	}
 	s.mu.Unlock()

@@ -379,12 +379,28 @@ func TestEmbeddedCrashRecovery(t *testing.T) {
 				if err := s.checkpoint(false); err != nil {
 					t.Fatal(err)
 				}
-				if ks := listJournals(t, s.path); len(ks) != 1 || ks[0] != s.jk {
-					t.Errorf("journal files after a checkpoint: %v, want only the current %d", ks, s.jk)
+				// The file it stopped writing is kept one checkpoint
+				// longer (the notes of its commits), then deleted.
+				if ks := listJournals(t, s.path); len(ks) != 2 || ks[0] != s.jk-1 || ks[1] != s.jk {
+					t.Errorf("journal files after a checkpoint: %v, want the one just applied and the current %d", ks, s.jk)
 				}
 				commitSome(t, s, want, 30, 3)
 				s2 := openManual(t, crashCopy(t, s), noSync)
 				checkSums(t, s2, want)
+				if err := s.checkpoint(false); err != nil {
+					t.Fatal(err)
+				}
+				if ks := listJournals(t, s.path); len(ks) != 2 || ks[0] != s.jk-1 {
+					t.Errorf("journal files after a second checkpoint: %v, want %d and %d", ks, s.jk-1, s.jk)
+				}
+				if err := s.checkpoint(false); err != nil { // nothing committed since
+					t.Fatal(err)
+				}
+				if ks := listJournals(t, s.path); len(ks) != 1 || ks[0] != s.jk {
+					t.Errorf("journal files after an idle checkpoint: %v, want only the current %d", ks, s.jk)
+				}
+				s3 := openManual(t, crashCopy(t, s), noSync)
+				checkSums(t, s3, want)
 			})
 		})
 	}
@@ -396,7 +412,7 @@ func TestEmbeddedCrashRecovery(t *testing.T) {
 			t.Fatal(err)
 		}
 		commitSome(t, s, want, 20, 5)
-		torn := appendRecord(nil, s.seq+1, []jdelta{{"b0", 1000}, {"b3", 1000}})
+		torn := appendRecord(nil, s.seq+1, []jdelta{{"b0", 1000}, {"b3", 1000}}, nil)
 		for _, tail := range [][]byte{torn[:len(torn)-3], torn[:2], []byte("garbage after the last record"), make([]byte, 100)} {
 			cp := crashCopy(t, s)
 			name := journalName(cp, s.jk)
@@ -413,7 +429,7 @@ func TestEmbeddedCrashRecovery(t *testing.T) {
 			// The replay truncates the torn end away (before the open
 			// deletes the file).
 			scratch := map[string]int64{}
-			if _, err := (&embedded{path: cp}).replay(name, true, s.applied, 0, scratch); err != nil {
+			if _, err := (&embedded{path: cp}).replay(name, true, s.applied, 0, scratch, new([][]byte)); err != nil {
 				t.Fatalf("tail %q: %v", tail, err)
 			}
 			if st2, err := os.Stat(name); err != nil || st2.Size() != st.Size() {
@@ -444,8 +460,14 @@ func TestEmbeddedCrashRecovery(t *testing.T) {
 		if err := s.checkpoint(false); err != nil {
 			t.Fatal(err)
 		}
+		if _, err := os.Stat(applied); err != nil {
+			t.Fatalf("applied journal not kept until the next checkpoint: %v", err)
+		}
+		if err := s.checkpoint(false); err != nil {
+			t.Fatal(err)
+		}
 		if _, err := os.Stat(applied); !errors.Is(err, os.ErrNotExist) {
-			t.Fatalf("applied journal not deleted: %v", err)
+			t.Fatalf("applied journal not deleted by the next checkpoint: %v", err)
 		}
 		commitSome(t, s, want, 10, 7)
 		cp := crashCopy(t, s)
@@ -1029,7 +1051,11 @@ func TestEmbeddedDamagedLedgerFile(t *testing.T) {
 		if err := s.checkpoint(false); err != nil {
 			t.Fatal(err)
 		}
-		commitSome(t, s, map[string]int64{}, 5, 33) // the journal: 21-25
+		commitSome(t, s, map[string]int64{}, 10, 34)
+		if err := s.checkpoint(false); err != nil {
+			t.Fatal(err)
+		}
+		commitSome(t, s, map[string]int64{}, 5, 33) // the journal: 21-30 (kept), 31-35
 		cp := crashCopy(t, s)
 		copyFile(t, older, cp)
 		s2, err := openEmbedded(cp, true)
@@ -1098,4 +1124,75 @@ func TestEmbeddedWarns(t *testing.T) {
 	if len(msgs) != 1 || !strings.Contains(msgs[0], "torn end") {
 		t.Fatalf("warnings at open %q", msgs)
 	}
+}
+
+// TestEmbeddedNotesSurviveACrash: the notes of commits (the gateway's
+// audit lines) are journaled with them and handed, in commit order, to
+// EmbeddedOptions.Notes by the open after a crash, those of the journal
+// file a checkpoint just applied included; when Notes fails, the open
+// fails and the journal files stay for the next one.
+func TestEmbeddedNotesSurviveACrash(t *testing.T) {
+	s := openManual(t, filepath.Join(t.TempDir(), "ledger.db"), true)
+	calls := 0
+	commit := func(note []byte, amount int64) {
+		t.Helper()
+		nctx := WithNote(ctx, func() []byte { calls++; return note })
+		if err := s.commit(nctx, "", []line{cline("b0", amount)}, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var want []string
+	for i := range 5 {
+		n := fmt.Sprintf(`{"request_id":"r%d"}`, i)
+		commit([]byte(n), 10)
+		want = append(want, n)
+	}
+	if err := s.checkpoint(false); err != nil {
+		t.Fatal(err)
+	}
+	for i := 5; i < 8; i++ {
+		n := fmt.Sprintf(`{"request_id":"r%d"}`, i)
+		commit([]byte(n), 10)
+		want = append(want, n)
+	}
+	commit(bytes.Repeat([]byte("x"), maxNote+1), 10) // too long: journaled without it
+	commit(nil, 10)
+	before := calls
+	commit([]byte("never asked"), 0) // charges nothing: no record, no note
+	if calls != before {
+		t.Error("the note of a commit that charges nothing was built")
+	}
+	cp := crashCopy(t, s)
+
+	refuse := errors.New("audit directory not writable")
+	if _, err := openEmbeddedFull(cp, true, false, nil, func([][]byte) error { return refuse }); !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), refuse.Error()) {
+		t.Fatalf("open with Notes failing: %v", err)
+	}
+	if ks := listJournals(t, cp); len(ks) != 2 {
+		t.Fatalf("journal files after a failed open: %v, want both kept", ks)
+	}
+	var got []string
+	s2, err := openEmbeddedFull(cp, true, false, nil, func(notes [][]byte) error {
+		for _, n := range notes {
+			got = append(got, string(n))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("notes after the crash:\n got %v\nwant %v", got, want)
+	}
+	checkSums(t, s2, map[string]int64{"b0": 100})
+	// A clean close leaves no journal: the next open has no note to give.
+	if err := s2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s3, err := openEmbeddedFull(cp, true, false, nil, func([][]byte) error { t.Error("notes after a clean close"); return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkSums(t, s3, map[string]int64{"b0": 100})
+	s3.Close()
 }

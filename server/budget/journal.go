@@ -2,6 +2,7 @@ package budget
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
@@ -23,11 +24,14 @@ import (
 //
 // and its payload
 //
-//	uvarint(seq) uvarint(n) n × (uvarint(len(bucket)) bucket varint(delta))
+//	uvarint(seq) uvarint(n) n × (uvarint(len(bucket)) bucket varint(delta)) [uvarint(len(note)) note]
 //
 // seq increases by 1 per record of a store, across journal files and
 // restarts; the bbolt file remembers the last seq it holds (applied_seq), so
-// replaying a record twice is recognised and skipped.
+// replaying a record twice is recognised and skipped. The note, present
+// when not empty, is the commit's opaque note ([WithNote]: the call's
+// audit line), at most maxNote bytes; a record without one is what the
+// journal held before notes existed.
 
 // maxJournalPayload bounds a record's payload: a longer length prefix is
 // corruption (a commit writes a few short lines, far below it).
@@ -46,17 +50,27 @@ type jdelta struct {
 type jrecord struct {
 	seq    uint64
 	deltas []jdelta
+	note   []byte // nil when the record has none
 }
+
+// maxNote bounds a commit's note: a longer one is not journaled (an
+// audit line is a few hundred bytes; recordAfter's scan reaches records of
+// up to scanMaxPayload, and a note must leave room for the deltas).
+const maxNote = 8 << 10
 
 func uvarintLen(x uint64) int { return (bits.Len64(x|1) + 6) / 7 }
 
 func varintLen(x int64) int { return uvarintLen(uint64(x<<1) ^ uint64(x>>63)) }
 
-// appendRecord appends the record of seq and deltas to dst.
-func appendRecord(dst []byte, seq uint64, deltas []jdelta) []byte {
+// appendRecord appends the record of seq, deltas and note (none when
+// empty) to dst.
+func appendRecord(dst []byte, seq uint64, deltas []jdelta, note []byte) []byte {
 	n := uvarintLen(seq) + uvarintLen(uint64(len(deltas)))
 	for _, d := range deltas {
 		n += uvarintLen(uint64(len(d.bucket))) + len(d.bucket) + varintLen(d.delta)
+	}
+	if len(note) > 0 {
+		n += uvarintLen(uint64(len(note))) + len(note)
 	}
 	dst = binary.AppendUvarint(dst, uint64(n))
 	start := len(dst)
@@ -66,6 +80,10 @@ func appendRecord(dst []byte, seq uint64, deltas []jdelta) []byte {
 		dst = binary.AppendUvarint(dst, uint64(len(d.bucket)))
 		dst = append(dst, d.bucket...)
 		dst = binary.AppendVarint(dst, d.delta)
+	}
+	if len(note) > 0 {
+		dst = binary.AppendUvarint(dst, uint64(len(note)))
+		dst = append(dst, note...)
 	}
 	return binary.LittleEndian.AppendUint32(dst, crc32.Checksum(dst[start:], castagnoli))
 }
@@ -103,7 +121,15 @@ func decodePayload(p []byte) (rec jrecord, ok bool) {
 		rec.deltas[i].delta = d
 		p = p[n:]
 	}
-	return rec, len(p) == 0
+	if len(p) == 0 {
+		return rec, true
+	}
+	l, ok := next()
+	if !ok || l == 0 || l != uint64(len(p)) {
+		return rec, false
+	}
+	rec.note = bytes.Clone(p) // p is the reader's buffer
+	return rec, true
 }
 
 // journalReader reads the records of a journal until its end or its first
@@ -168,10 +194,10 @@ func (jr *journalReader) next() (jrecord, bool) {
 // record with a seq above after: then the bad bytes before it are not a
 // torn end but corruption in the middle of the journal. It looks at the
 // first scanLimit offsets, for records of up to scanMaxPayload bytes (a
-// commit's record is a few hundred), so that garbage a crash left costs
-// little to rule out.
+// commit's record is a few hundred, its note included), so that garbage a
+// crash left costs little to rule out.
 func recordAfter(data []byte, after uint64) bool {
-	const scanLimit, scanMaxPayload = 1 << 20, 4 << 10
+	const scanLimit, scanMaxPayload = 1 << 20, maxNote + 8<<10
 	for off := 0; off < len(data) && off < scanLimit; off++ {
 		n, k := binary.Uvarint(data[off:])
 		if k <= 0 || n == 0 || n > scanMaxPayload || off+k+int(n)+4 > len(data) {

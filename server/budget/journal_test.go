@@ -23,6 +23,9 @@ func testRecords() []jrecord {
 		{seq: 1 << 40, deltas: []jdelta{{bucket: "a:b%3Ac:d:tokens_per_month:2026-11", delta: math.MaxInt64}, {bucket: "m", delta: math.MinInt64}}},
 		{seq: 1<<40 + 1, deltas: many},
 		{seq: math.MaxUint64, deltas: []jdelta{{bucket: "\x00\xff", delta: 1}}},
+		// With notes: an audit line, and 1,000 zeros.
+		{seq: 7, deltas: []jdelta{{bucket: "t:acme:tokens_per_day:2026-11-30", delta: 15}}, note: []byte(`{"time":"2026-11-30T19:40:00Z","tenant":"acme"}`)},
+		{seq: 8, deltas: []jdelta{}, note: bytes.Repeat([]byte{0}, 1000)},
 	}
 }
 
@@ -31,7 +34,7 @@ func encodeRecords(recs []jrecord) ([]byte, []int64) {
 	var b []byte
 	ends := make([]int64, len(recs))
 	for i, r := range recs {
-		b = appendRecord(b, r.seq, r.deltas)
+		b = appendRecord(b, r.seq, r.deltas, r.note)
 		ends[i] = int64(len(b))
 	}
 	return b, ends
@@ -55,7 +58,7 @@ func sameRecords(a, b []jrecord) bool {
 		return false
 	}
 	for i := range a {
-		if a[i].seq != b[i].seq || len(a[i].deltas) != len(b[i].deltas) {
+		if a[i].seq != b[i].seq || len(a[i].deltas) != len(b[i].deltas) || !bytes.Equal(a[i].note, b[i].note) {
 			return false
 		}
 		for j := range a[i].deltas {
@@ -83,14 +86,14 @@ func TestJournalRecordRoundTrip(t *testing.T) {
 	// Each record alone: the length prefix and CRC frame exactly it.
 	start := int64(0)
 	for i, r := range want {
-		one := appendRecord(nil, r.seq, r.deltas)
+		one := appendRecord(nil, r.seq, r.deltas, r.note)
 		if !bytes.Equal(one, data[start:ends[i]]) {
 			t.Errorf("record %d encodes differently alone", i)
 		}
 		start = ends[i]
 	}
 	// appendRecord appends.
-	if b := appendRecord([]byte("prefix"), 9, nil); !bytes.HasPrefix(b, []byte("prefix")) {
+	if b := appendRecord([]byte("prefix"), 9, nil, nil); !bytes.HasPrefix(b, []byte("prefix")) {
 		t.Errorf("appendRecord lost dst: %q", b)
 	}
 	if got, good, clean, _ := readAll(nil); len(got) != 0 || good != 0 || !clean {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -44,7 +45,27 @@ type Query struct {
 	From, To time.Time
 	// By lists the grouping keys, at least one, each at most once.
 	By []Dimension
+	// SkipBad leaves malformed lines out, counted in [Report.BadLines],
+	// instead of failing at the first one (--skip-bad).
+	SkipBad bool
 }
+
+// BadLine is a malformed audit line left out under [Query.SkipBad].
+type BadLine struct {
+	// File is the audit file, as named in messages; Line its line number,
+	// from 1.
+	File string
+	Line int64
+	// Reason says what is wrong with it ("not an audit line: ...").
+	Reason string
+}
+
+// String is "file:line: reason".
+func (b BadLine) String() string { return fmt.Sprintf("%s:%d: %s", b.File, b.Line, b.Reason) }
+
+// maxBadListed bounds how many bad lines a report lists (it counts them
+// all).
+const maxBadListed = 20
 
 // Totals are the sums over a set of audit lines. Costs are in nano-euros;
 // CostNano == LocalCostNano + UpstreamCostNano always.
@@ -91,10 +112,19 @@ type Report struct {
 	// Warnings are things the reader left out, such as the live file's
 	// half-written last line; Run prints them on stderr.
 	Warnings []string
+	// SkipBad is the query's: bad lines were left out, not fatal.
+	SkipBad bool
+	// BadLines counts the malformed lines left out under SkipBad (they
+	// are in none of the totals); Bad lists the first maxBadListed of
+	// them, in file and line order.
+	BadLines int64
+	Bad      []BadLine
 }
 
 // Compute reads the audit files of q.Audit and sums the lines of the period
-// by q.By. A malformed line makes it fail with the file and line number.
+// by q.By. A malformed line makes it fail with the file, the line number
+// and what is wrong with it, unless q.SkipBad: it is then left out and
+// counted in [Report.BadLines].
 func Compute(q Query) (*Report, error) {
 	if len(q.By) == 0 {
 		return nil, errors.New("no grouping dimension")
@@ -150,6 +180,9 @@ type lineError struct {
 	err  error
 }
 
+// skipHint ends the message of a malformed line.
+const skipHint = "fix or remove the line, or run with --skip-bad to leave bad lines out (counted and reported)"
+
 func (e *lineError) before(o *lineError) bool {
 	return o == nil || e.src < o.src || (e.src == o.src && e.line < o.line)
 }
@@ -160,7 +193,23 @@ type partial struct {
 	lines    int64
 	inPeriod int64
 	warnings []string
+	bad      []lineError // under SkipBad, the first maxBadListed of this worker's
+	nbad     int64
 	key      []byte
+}
+
+// skip records a bad line left out under SkipBad.
+func (p *partial) skip(e lineError) {
+	p.nbad++
+	p.bad = append(p.bad, e)
+	if len(p.bad) > 2*maxBadListed {
+		sortBad(p.bad)
+		p.bad = p.bad[:maxBadListed]
+	}
+}
+
+func sortBad(b []lineError) {
+	sort.Slice(b, func(i, j int) bool { return b[i].before(&b[j]) })
 }
 
 // job is the shared state of one computation.
@@ -170,6 +219,9 @@ type job struct {
 	stop  atomic.Bool
 	mu    sync.Mutex
 	first *lineError
+	// skipped are the lines too long to read, left out under SkipBad by
+	// the reader.
+	skipped []lineError
 }
 
 func (r *job) fail(e *lineError) {
@@ -214,13 +266,15 @@ func compute(srcs []*source, q Query) (*Report, error) {
 	close(batches)
 	wg.Wait()
 	if r.first != nil {
-		return nil, fmt.Errorf("%s:%d: %w", srcs[r.first.src].name, r.first.line, r.first.err)
+		return nil, fmt.Errorf("%s:%d: %w; %s", srcs[r.first.src].name, r.first.line, r.first.err, skipHint)
 	}
 	if readErr != nil {
 		return nil, readErr
 	}
 
-	rep := &Report{By: q.By, From: q.From, To: q.To}
+	rep := &Report{By: q.By, From: q.From, To: q.To, SkipBad: q.SkipBad}
+	bad := r.skipped
+	rep.BadLines = int64(len(r.skipped))
 	for _, s := range srcs {
 		rep.Files = append(rep.Files, s.name)
 	}
@@ -229,6 +283,8 @@ func compute(srcs []*source, q Query) (*Report, error) {
 		rep.Lines += p.lines
 		rep.InPeriod += p.inPeriod
 		rep.Warnings = append(rep.Warnings, p.warnings...)
+		rep.BadLines += p.nbad
+		bad = append(bad, p.bad...)
 		for k, t := range p.groups {
 			m := merged[k]
 			if m == nil {
@@ -256,6 +312,10 @@ func compute(srcs []*source, q Query) (*Report, error) {
 		return false
 	})
 	sort.Strings(rep.Warnings)
+	sortBad(bad)
+	for _, e := range bad[:min(len(bad), maxBadListed)] {
+		rep.Bad = append(rep.Bad, BadLine{File: srcs[e.src].name, Line: e.line, Reason: e.err.Error()})
+	}
 	return rep, nil
 }
 
@@ -274,12 +334,43 @@ func (r *job) read(i int, out chan<- batch) error {
 	for {
 		chunk, err := br.ReadSlice('\n')
 		b.data = append(b.data, chunk...)
-		switch {
-		case err == bufio.ErrBufferFull:
-			if len(b.data)-lineStart > maxLine {
-				r.fail(&lineError{src: i, line: line, err: fmt.Errorf("line longer than %d bytes: not an audit file?", maxLine)})
+		if n := len(b.data) - lineStart; n > maxLine && (n > maxLine+1 || b.data[len(b.data)-1] != '\n') {
+			e := lineError{src: i, line: line, err: fmt.Errorf("line longer than %d bytes: not an audit line", maxLine)}
+			b.data = b.data[:lineStart]
+			if !r.q.SkipBad {
+				// The lines before it are read first: one of them may be
+				// the earliest error.
+				if len(b.data) > 0 {
+					out <- b
+				}
+				r.fail(&e)
 				return nil
 			}
+			r.skip(e)
+			if err == bufio.ErrBufferFull {
+				err = skipLine(br)
+			}
+			if err != nil {
+				if err != io.EOF {
+					return fmt.Errorf("%s: %w", s.name, err)
+				}
+				if len(b.data) > 0 {
+					out <- b
+				}
+				return nil
+			}
+			// The lines of a batch are numbered from its first: the lines
+			// after the one left out start a new batch.
+			line++
+			if len(b.data) > 0 {
+				out <- b
+			}
+			b = batch{src: i, first: line, data: make([]byte, 0, batchSize+4096)}
+			lineStart = 0
+			continue
+		}
+		switch {
+		case err == bufio.ErrBufferFull:
 			continue
 		case err == io.EOF:
 			b.unterminated = len(b.data) > lineStart
@@ -301,6 +392,24 @@ func (r *job) read(i int, out chan<- batch) error {
 			lineStart = 0
 		}
 	}
+}
+
+// skipLine reads past the end of the current line: nil after its
+// newline, io.EOF when the data ends first.
+func skipLine(br *bufio.Reader) error {
+	for {
+		_, err := br.ReadSlice('\n')
+		if err != bufio.ErrBufferFull {
+			return err
+		}
+	}
+}
+
+// skip records a line the reader left out under SkipBad.
+func (r *job) skip(e lineError) {
+	r.mu.Lock()
+	r.skipped = append(r.skipped, e)
+	r.mu.Unlock()
 }
 
 // auditLine is the part of an audit line the report reads.
@@ -333,6 +442,8 @@ func (r *job) consume(p *partial, b batch) {
 		if err := r.line(p, ln); err != nil {
 			if last && b.unterminated && r.srcs[b.src].active {
 				p.warnings = append(p.warnings, fmt.Sprintf("%s:%d: left out the last line, still being written (%v)", r.srcs[b.src].name, n, err))
+			} else if r.q.SkipBad {
+				p.skip(lineError{src: b.src, line: n, err: err})
 			} else {
 				r.fail(&lineError{src: b.src, line: n, err: err})
 				return
@@ -347,6 +458,11 @@ func (r *job) line(p *partial, ln []byte) error {
 	ln = bytes.TrimSpace(ln)
 	if len(ln) == 0 {
 		return nil
+	}
+	if ln[0] != '{' {
+		// null, a number, an array: JSON, but no object (a null line was
+		// what the audit writer's race of issue 12 left).
+		return fmt.Errorf("not an audit line: want a JSON object, got %s", quoteStart(ln))
 	}
 	var a auditLine
 	if err := json.Unmarshal(ln, &a); err != nil {
@@ -432,6 +548,15 @@ func (r *job) line(p *partial, ln []byte) error {
 		one.EstimatedCostNano = cost
 	}
 	return g.add(&one)
+}
+
+// quoteStart is the start of a bad line for a message: at most 40 bytes,
+// quoted. A bad line is no audit line, so no identifier is shown whole.
+func quoteStart(ln []byte) string {
+	if len(ln) > 40 {
+		return strconv.Quote(string(ln[:40])) + "…"
+	}
+	return strconv.Quote(string(ln))
 }
 
 // add adds o to t, failing rather than wrapping around.

@@ -16,9 +16,14 @@
 // (outcome canceled or upstream_error, usage_estimated true) was charged by
 // the ledger on estimated usage, and the report charges it the same.
 //
-// A malformed line fails the whole report with its file and line number
-// ("audit.jsonl:42: cost_eur "0.1": want exactly 9 decimals"): a report
-// that silently skipped lines would no longer equal the ledger. The one
+// A malformed line fails the whole report with its file, its line number
+// and why ("audit.jsonl:42: cost_eur "0.1": want exactly 9 decimals";
+// "audit.jsonl:7: not an audit line: want a JSON object, got "null"";
+// a line over 1 MiB): a report that silently skipped lines would no longer
+// equal the ledger. With --skip-bad ([Query.SkipBad]) bad lines are left
+// out instead, never silently: each is named on stderr (the first 20) and
+// their number is in the output, and the totals are those of the good
+// lines, exact. The one
 // exception is the last line of the live file (--audit PATH itself) when it
 // has no terminating newline and does not parse: the gateway is writing it at
 // that moment, so it is left out and a warning says so.

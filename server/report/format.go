@@ -67,27 +67,41 @@ func isCost(i int) bool { return strings.HasSuffix(columns[i], "_eur") }
 // input_tokens, output_tokens, cost_eur, cost_local_eur, cost_upstream_eur,
 // estimated_calls, cost_estimated_eur), one row per group and a last row
 // whose first key column is TOTAL and other key columns empty. Euros are
-// exact decimals.
+// exact decimals. Under --skip-bad a last column, bad_lines_skipped, holds
+// the number of bad lines left out on the TOTAL row (empty on the others).
 func (r *Report) WriteCSV(w io.Writer) error {
 	cw := csv.NewWriter(w)
-	head := make([]string, 0, len(r.By)+len(columns))
+	head := make([]string, 0, len(r.By)+len(columns)+1)
 	for _, d := range r.By {
 		head = append(head, string(d))
 	}
-	cw.Write(append(head, columns...))
+	head = append(head, columns...)
+	if r.SkipBad {
+		head = append(head, "bad_lines_skipped")
+	}
+	cw.Write(head)
 	for _, row := range r.Rows {
-		cw.Write(append(append([]string{}, row.Keys...), row.values()...))
+		rec := append(append([]string{}, row.Keys...), row.values()...)
+		if r.SkipBad {
+			rec = append(rec, "")
+		}
+		cw.Write(rec)
 	}
 	total := make([]string, len(r.By))
 	total[0] = "TOTAL"
-	cw.Write(append(total, r.Total.values()...))
+	total = append(total, r.Total.values()...)
+	if r.SkipBad {
+		total = append(total, strconv.FormatInt(r.BadLines, 10))
+	}
+	cw.Write(total)
 	cw.Flush()
 	return cw.Error()
 }
 
 // WriteJSON writes an array of objects, one per group with its --by keys
-// and values, then the total with "total": true and no keys. Counts are
-// integers and euros exact decimal strings:
+// and values, then the total with "total": true and no keys (and, under
+// --skip-bad, "bad_lines_skipped": the number of bad lines left out).
+// Counts are integers and euros exact decimal strings:
 //
 //	[
 //	  {"tenant":"acme","calls":2,...,"cost_eur":"0.000024",...},
@@ -119,6 +133,9 @@ func (r *Report) WriteJSON(w io.Writer) error {
 			} else {
 				bw.WriteString(v)
 			}
+		}
+		if keys == nil && r.SkipBad {
+			bw.WriteString(`,"bad_lines_skipped":` + strconv.FormatInt(r.BadLines, 10))
 		}
 		bw.WriteString("}")
 	}
@@ -225,6 +242,10 @@ func (r *Report) WriteTable(w io.Writer) error {
 		line(row)
 	}
 	bw.WriteString("\nEUR = LOCAL EUR (metered and billed by this gateway) + UPSTREAM EUR (by a relay's peer: metering: upstream).\n")
+	if r.SkipBad {
+		fmt.Fprintf(bw, "BAD LINES: %d malformed audit %s left out (--skip-bad), in no total above; stderr names them.\n",
+			r.BadLines, plural(int(r.BadLines), "line", "lines"))
+	}
 	if r.Total.EstimatedCalls > 0 {
 		fmt.Fprintf(bw, "ESTIMATED: %d %s charged %s EUR on usage Flexway estimated because the upstream never reported it (a cut stream); included in EUR.\n",
 			r.Total.EstimatedCalls, plural(int(r.Total.EstimatedCalls), "call was", "calls were"), FormatEUR(r.Total.EstimatedCostNano))

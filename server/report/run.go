@@ -12,7 +12,7 @@ import (
 // Usage is the help of `flexway report`.
 const Usage = `usage: flexway report --audit PATH [--month YYYY-MM | --from DATE --to DATE]
                       [--by tenant,agent,backend,model,metered_by] [--format table|csv|json]
-                      [--tz ZONE]
+                      [--tz ZONE] [--skip-bad]
 
 Chargeback from the audit file: calls, input and output tokens and euros per
 group, euros split by who meters and bills them (local: this gateway;
@@ -33,8 +33,16 @@ nano-euro.
   --tz ZONE       IANA time zone in which days and months begin (default UTC).
                   The ledger rolls over in ai.budget.timezone: use the same
                   zone for the report to equal it.
+  --skip-bad      leave malformed audit lines out instead of stopping at the
+                  first: each is named on stderr (file:line: why, the first
+                  20) and their number is in the output (a note in the
+                  table, a bad_lines_skipped column in csv, a field of the
+                  total in json). The totals are then those of the good
+                  lines only, and no longer equal the ledger's.
 
-A malformed audit line is an error naming its file and line number.
+A malformed audit line (not a JSON object, a field missing or of the wrong
+form, a line over 1 MiB) stops the report with its file, line number and
+what is wrong, unless --skip-bad is given.
 `
 
 // Run is `flexway report`: args are the flags after "report". The report
@@ -68,6 +76,16 @@ func run(args []string, stdout, stderr io.Writer, now func() time.Time) error {
 	for _, w := range rep.Warnings {
 		fmt.Fprintln(stderr, "flexway report: warning:", w)
 	}
+	if rep.BadLines > 0 {
+		fmt.Fprintf(stderr, "flexway report: warning: --skip-bad: left out %d bad audit %s; the totals do not include %s:\n",
+			rep.BadLines, plural(int(rep.BadLines), "line", "lines"), plural(int(rep.BadLines), "it", "them"))
+		for _, b := range rep.Bad {
+			fmt.Fprintln(stderr, "  "+b.String())
+		}
+		if more := rep.BadLines - int64(len(rep.Bad)); more > 0 {
+			fmt.Fprintf(stderr, "  and %d more\n", more)
+		}
+	}
 	return rep.Write(stdout, o.format)
 }
 
@@ -83,6 +101,7 @@ func parseArgs(args []string, now func() time.Time) (options, error) {
 	by := fs.String("by", string(Tenant), "")
 	format := fs.String("format", string(Table), "")
 	tz := fs.String("tz", "UTC", "")
+	skipBad := fs.Bool("skip-bad", false, "")
 	var o options
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -117,7 +136,7 @@ func parseArgs(args []string, now func() time.Time) (options, error) {
 	if err != nil {
 		return o, err
 	}
-	o.query = Query{Audit: *audit, From: start, To: end, By: dims}
+	o.query = Query{Audit: *audit, From: start, To: end, By: dims, SkipBad: *skipBad}
 	return o, nil
 }
 
