@@ -19,7 +19,6 @@ import (
 	"github.com/flexway/flexway/server/report"
 )
 
-
 // TestKill9AuditEqualsLedger is issue 12's proof that the records stay
 // whole across crashes of a gateway on the embedded ledger: callers run
 // unary and streamed chat calls, the gateway is killed with SIGKILL at a

@@ -30,7 +30,6 @@ import (
 // which runs them with the real lease (budget.LeaseTTL, 30 s).
 const testLeaseEnv = "FLEXWAY_TEST_LEASE"
 
-
 // testLease is the lease the replica tests' children run with.
 func testLease(t *testing.T) time.Duration {
 	if soak() {
@@ -309,7 +308,9 @@ func TestRedisReplicaKilledMidStream(t *testing.T) {
 	}
 	lease := testLease(t)
 	srv := startOwnRedis(t, "--save", "", "--appendonly", "no")
-	const streamBody = `{"model":"m","stream":true,"max_tokens":40,"messages":[{"role":"user","content":"Count to three, please."}]}`
+	// max_tokens leaves the stream far from its cut (one token per event at
+	// least: 1,000 events, 50 s) for the whole test.
+	const streamBody = `{"model":"m","stream":true,"max_tokens":1000,"messages":[{"role":"user","content":"Count to three, please."}]}`
 	sEst, cEst := reservedFor(t, streamBody, 1024), reservedFor(t, chatBody, 1024)
 	streaming := make(chan struct{}, 1)
 	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
