@@ -11,7 +11,7 @@ PROTOC_GEN_GRPC_VERSION  := v1.6.2
 GRPCURL_VERSION          := v1.9.4
 GRPC_GATEWAY_VERSION     := v2.33.0
 
-.PHONY: all tools generate check-generated lint-proto build run test test-short bench fuzz clean example-ocr
+.PHONY: all tools generate check-generated lint-proto build run test test-short soak bench fuzz clean example-ocr
 
 all: build
 
@@ -74,6 +74,16 @@ run: build
 test: $(BIN)/grpcurl
 	$(GO) vet ./...
 	$(GO) test -race -count=1 ./...
+
+# The long versions of the tests whose short versions make test runs
+# (FLEXWAY_SOAK=1): the cap under many concurrent callers, the audit
+# writer's race test, kill -9 of the gateway compared with its ledger, and
+# two replicas on one Redis across Redis restarts, a rollback and a killed
+# replica. About five minutes on two cores.
+SOAK_TESTS := TestCapHoldsWithAnHonestTokenizer|TestConcurrentWritesEachLineOnce|TestKill9AuditEqualsLedger|TestRedisReplicasHoldAcrossRedisRestarts|TestRedisReplicaKilledMidStream|TestRedisRollbackRefusedByReplicas
+
+soak: $(BIN)/grpcurl
+	FLEXWAY_SOAK=1 $(GO) test -race -count=1 -timeout 60m -run '^($(SOAK_TESTS))$$' -v ./cmd/flexway/ ./server/audit/
 
 bench: build
 	$(GO) test -run '^$$' -bench . -benchmem ./...
