@@ -80,6 +80,7 @@ func TestCapHoldsWithAnHonestTokenizer(t *testing.T) {
 	}
 	wg.Wait()
 	u := usageOf(t, g, "")["tokens_per_day"]
+	t.Logf("%d callers: %d calls served, committed %d of a %d-token cap", workers, served.Load(), u.Committed, capTokens)
 	if u.Committed > capTokens || served.Load() != calls || other.Load() != 0 {
 		t.Fatalf("served %d calls (%d other answers), committed %d against a cap of %d; want %d calls, never over the cap",
 			served.Load(), other.Load(), u.Committed, capTokens, calls)
