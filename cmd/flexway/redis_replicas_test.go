@@ -309,7 +309,10 @@ func TestRedisReplicaKilledMidStream(t *testing.T) {
 	}
 	lease := testLease(t)
 	srv := startOwnRedis(t, "--save", "", "--appendonly", "no")
-	const streamBody = `{"model":"m","stream":true,"max_tokens":40,"messages":[{"role":"user","content":"Count to three, please."}]}`
+	// max_tokens is far above what the stream sends before the kill (a
+	// word every 50 ms): the gateway cuts a stream at its limit, which
+	// would end the stream and free its hold early.
+	const streamBody = `{"model":"m","stream":true,"max_tokens":400,"messages":[{"role":"user","content":"Count to three, please."}]}`
 	sEst, cEst := reservedFor(t, streamBody, 1024), reservedFor(t, chatBody, 1024)
 	streaming := make(chan struct{}, 1)
 	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
