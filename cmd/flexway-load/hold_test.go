@@ -37,15 +37,13 @@ type holdServer struct {
 
 func startHoldServer(t *testing.T) *holdServer {
 	t.Helper()
-	addr, err := freePort()
+	// Listen on port 0 and keep the listener: a port found free and
+	// listened on again later can be taken by another test in between.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := &holdServer{addr: addr, returned: make(chan int64, 16), conns: map[net.Conn]http.ConnState{}}
+	hs := &holdServer{addr: l.Addr().String(), returned: make(chan int64, 16), conns: map[net.Conn]http.ConnState{}}
 	srv := newHoldServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var n atomic.Int64
 		r.Body = countingBody{ReadCloser: r.Body, n: &n}
