@@ -29,7 +29,10 @@ var ledgerLease time.Duration
 // Redis store need not be up or initialised: the gateway starts, log is
 // told, and metered calls are refused until it is (its state is checked on
 // every call); its own files (ai.budget.store.path: the commit sequence
-// it saw, the journal of commits Redis could not take) are one replica's.
+// it saw, the journal of commits Redis could not take, the notes of its
+// last commits) are one replica's, and opening it after a crash rebuilds
+// the audit lines of its last commits Redis holds, as for the embedded
+// store.
 // log may be nil.
 func openLedger(ctx context.Context, cfg *config.Config, log *slog.Logger) (*budget.Ledger, error) {
 	p, err := ledgerPolicy(cfg)
@@ -43,7 +46,7 @@ func openLedger(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bud
 	var store budget.Store
 	switch s := cfg.AI.Budget.Store; s.Type {
 	case config.StoreRedis:
-		store, err = budget.OpenRedisWithOptions(ctx, s.URL, budget.RedisOptions{Path: s.Path, Logger: log})
+		store, err = budget.OpenRedisWithOptions(ctx, s.URL, budget.RedisOptions{Path: s.Path, Logger: log, Notes: rebuildAudit(cfg.Audit.Path, warn)})
 		if err == nil {
 			if cerr := budget.CheckRedis(ctx, s.URL); cerr != nil {
 				warn("metered calls are refused (503) until the Redis ledger is back: " + cerr.Error())
@@ -58,9 +61,10 @@ func openLedger(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bud
 	return budget.New(p, store, budget.Options{Now: ledgerClock, ReservationTTL: ledgerLease}), nil
 }
 
-// rebuildAudit returns the receiver of the notes an embedded ledger's
-// journal kept after a crash: the audit lines of its last commits, of
-// which it appends to the audit file at path those it lacks.
+// rebuildAudit returns the receiver of the notes a ledger kept after a
+// crash (the embedded store's journal, the Redis store's notes files):
+// the audit lines of its last commits, of which it appends to the audit
+// file at path those it lacks.
 func rebuildAudit(path string, warn func(string)) func([][]byte) error {
 	if warn == nil {
 		warn = func(string) {}
@@ -75,7 +79,7 @@ func rebuildAudit(path string, warn func(string)) func([][]byte) error {
 			return fmt.Errorf("rebuilding the audit lines of calls committed before a crash: %w", err)
 		}
 		if n > 0 {
-			warn(fmt.Sprintf("appended to %s the audit lines of %d calls committed before a crash (a kill or a power loss) whose lines had not been written; they come from the ledger's journal", path, n))
+			warn(fmt.Sprintf("appended to %s the audit lines of %d calls committed before a crash (a kill or a power loss) whose lines had not been written; they come from the ledger's journal or notes", path, n))
 		}
 		return nil
 	}

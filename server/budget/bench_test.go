@@ -1,6 +1,7 @@
 package budget
 
 import (
+	"context"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -13,7 +14,11 @@ const benchConcurrency = 64
 
 // benchReserveCommit runs reserve+commit pairs from 64 goroutines (agents of
 // 16 tenants, every cap set, none ever reached) and reports pairs/s.
-func benchReserveCommit(b *testing.B, s Store) {
+func benchReserveCommit(b *testing.B, s Store) { benchReserveCommitCtx(b, s, ctx) }
+
+// benchReserveCommitCtx is benchReserveCommit committing with cctx (its
+// values: a note).
+func benchReserveCommitCtx(b *testing.B, s Store, cctx context.Context) {
 	p := Policy{
 		Soft:    0.8,
 		Default: Limits{TokensPerDay: i64(1 << 60), TokensPerMonth: i64(1 << 60), NanoEURPerMonth: i64(1 << 60)},
@@ -39,7 +44,7 @@ func benchReserveCommit(b *testing.B, s Store) {
 				b.Error(err)
 				return
 			}
-			if err := l.Commit(ctx, r, Amount{Tokens: 700, NanoEUR: price.Cost(500, 200)}); err != nil {
+			if err := l.Commit(cctx, r, Amount{Tokens: 700, NanoEUR: price.Cost(500, 200)}); err != nil {
 				b.Error(err)
 				return
 			}
@@ -80,4 +85,47 @@ func BenchmarkRedisReserveCommit(b *testing.B) {
 		b.Fatal(err)
 	}
 	benchReserveCommit(b, s)
+}
+
+// benchNote is a note of an audit line's usual size (about 500 bytes).
+var benchNote = []byte(`{"time":"2026-12-01T22:00:00.123456Z","request_id":"0123456789abcdef0123456789abcdef","operation":"chat.completions","tenant":"tenant-1","agent":"agent","backend":"main","model_requested":"gpt-4o-mini","model_served":"gpt-4o-mini-2024-07-18","capability":"chat","input_tokens":500,"output_tokens":200,"cost_eur":"0.000550000","usage_estimated":false,"metered_by":"upstream","key_hash":"hk1:0123456789abcdef0123","user_hash":"hu1:0123456789abcdef0123","outcome":"ok","status":200,"duration_ms":812}`)
+
+// BenchmarkRedisReserveCommitNotes is BenchmarkRedisReserveCommit with the
+// replica's local files and every commit carrying a ~500-byte note (the
+// audit line), which the store writes to its notes file before the
+// commit's script runs.
+func BenchmarkRedisReserveCommitNotes(b *testing.B) {
+	srv := startRedis(b)
+	if _, err := InitRedis(ctx, srv.url); err != nil {
+		b.Fatal(err)
+	}
+	s, err := OpenRedisWithOptions(ctx, srv.url, RedisOptions{Path: filepath.Join(b.TempDir(), "redis-ledger")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	benchReserveCommitCtx(b, s, WithNote(ctx, func() []byte { return benchNote }))
+}
+
+// BenchmarkRedisNoteWrite measures what a note costs a Redis commit: its
+// line (crc32c, base64) and one write(2) to the notes file.
+func BenchmarkRedisNoteWrite(b *testing.B) {
+	loc, _, err := openRedisLocal(filepath.Join(b.TempDir(), "redis-ledger"), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer loc.close()
+	if err := loc.openNotes(); err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(benchNote)))
+	for i := 0; b.Loop(); i++ {
+		if err := loc.note("r.0123456789abcdef", benchNote); err != nil {
+			b.Fatal(err)
+		}
+		if i%4096 == 4095 { // as the store's rotation every second does
+			if err := loc.rotateNotes(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
 }

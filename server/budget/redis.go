@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -20,7 +21,7 @@ import (
 //	flexway:ledger:seq        hash: "e" → epoch, "s" → commit sequence, "rb" → a detected rollback
 //	flexway:ledger:b:<bucket> hash: "c" → committed total, "r" → reserved total
 //	flexway:ledger:z:<bucket> sorted set: "<reservation id>/<amount>" → deadline (unix ms)
-//	flexway:ledger:d:<id>     a finished reservation (tombstone), for tombstoneGrace
+//	flexway:ledger:d:<id>     a finished reservation (tombstone), for tombstoneGrace: "c" committed, "1" released
 //
 // <bucket> is "t:<tenant>:<cap>:<period>" or "a:<tenant>:<agent>:<cap>:<period>".
 // The keys of a day bucket expire 3 days after the day began, those of a
@@ -134,7 +135,8 @@ return {-1, e, s}
 // release), then held, amount, expireAt per line (held "-1": not reserved
 // there). The reservation is removed from each bucket that still holds it;
 // on commit each amount is added to "c" and the commit sequence
-// incremented. The tombstone makes a second call a no-op. id "" = nothing
+// incremented. The tombstone ("c" after a commit, "1" after a release:
+// the notes check at open tells them apart) makes a second call a no-op. id "" = nothing
 // was reserved. Returns {applied (0 or 1), e, s}.
 var finishScript = redis.NewScript(luaGuard + `
 local e, s = guard()
@@ -154,7 +156,7 @@ for i = 0, (#KEYS - 3) / 2 - 1 do
   end
 end
 if add then s = tostring(redis.call('HINCRBY', KEYS[2], 's', 1)) end
-if id ~= '' then redis.call('SET', KEYS[3], '1', 'PX', ` + strconv.FormatInt(tombstoneGrace.Milliseconds(), 10) + `) end
+if id ~= '' then redis.call('SET', KEYS[3], add and 'c' or '1', 'PX', ` + strconv.FormatInt(tombstoneGrace.Milliseconds(), 10) + `) end
 return {1, e, s}
 `)
 
@@ -250,6 +252,7 @@ type redisStore struct {
 
 	local    *redisLocal // this replica's state file and commit journal; nil: none
 	replayMu sync.Mutex  // one replay of the journal at a time
+	noteErr  atomic.Bool // a note could not be written (logged once)
 
 	stop      chan struct{}
 	done      chan struct{}
@@ -280,10 +283,26 @@ type RedisOptions struct {
 	//     each, "<crc32c of the JSON, 8 hex digits> <JSON>", fsynced
 	//     before the commit returns, replayed in order once Redis takes
 	//     them (before this replica reserves again) and then removed.
+	//   - Path+".notes" and Path+".notes.old": the notes ([WithNote]: the
+	//     calls' audit lines) of this replica's commits of the last one
+	//     to two seconds, each written (one write(2), no fsync) before its
+	//     commit runs in Redis; at open, those whose commits Redis holds
+	//     (their tombstone says committed) or the journal holds go to
+	//     Notes, and both files are removed. A kill -9 loses no note; an
+	//     OS crash can lose the last second's.
 	//
-	// "" keeps both in memory only: a restart forgets the sequence, and a
-	// commit Redis does not take fails (the usage is lost).
+	// "" keeps the first two in memory only, and no notes: a restart
+	// forgets the sequence, and a commit Redis does not take fails (the
+	// usage is lost).
 	Path string
+	// Notes, when set (with Path), is given at open the notes of the
+	// commits this replica made in the last seconds before it stopped
+	// that Redis (or the journal) holds, oldest first, before the store
+	// is used; an error fails the open (the notes files stay). Not called
+	// when there is none. When Redis cannot be asked at open, the notes
+	// whose commits only Redis could hold are not given (Logger is told
+	// how many).
+	Notes func(notes [][]byte) error
 	// Logger receives the ledger's events: a rollback found (error), a
 	// rollback accepted, commits journaled and replayed (warn). nil
 	// discards them.
@@ -333,6 +352,11 @@ func OpenRedisWithOptions(ctx context.Context, url string, o RedisOptions) (Stor
 			return nil, err
 		}
 		s.local, s.known = loc, st
+		if err := s.handNotes(ctx, o.Notes); err != nil {
+			loc.close()
+			c.Close()
+			return nil, err
+		}
 		if n := loc.count(); n > 0 {
 			s.log.Warn("budget ledger: commits journaled while Redis could not take them are replayed before this replica reserves", "journal", loc.journalPath(), "commits", n)
 		}
@@ -359,6 +383,9 @@ func (s *redisStore) maintain() {
 		case <-t.C:
 		}
 		s.saveState()
+		if err := s.local.rotateNotes(); err != nil {
+			s.noteFailed(err)
+		}
 		if s.local.count() > 0 {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			_ = s.replay(ctx) // a failure is retried next tick; calls report it
@@ -690,7 +717,31 @@ func (s *redisStore) finish(ctx context.Context, op string, id string, lines []l
 // one, and is replayed later: it returns nil then, the usage being durable
 // on this machine. A commit without a reservation gets an id of its own
 // there, so that its replay is recognised too.
+//
+// With local files, the note ctx carries ([WithNote]) of a commit that
+// charges anything is first appended to the notes file under the commit's
+// id (one is made for a commit without a reservation), so that a crash
+// before the call's audit line is written leaves its note (see
+// [RedisOptions.Notes]). A note that cannot be written does not fail the
+// commit (the log says so, once per failure streak).
 func (s *redisStore) commit(ctx context.Context, id string, lines []line, now time.Time) error {
+	if s.local != nil {
+		for _, l := range lines {
+			if l.amount != 0 {
+				if note := noteOf(ctx); note != nil {
+					if id == "" {
+						id = newJournalID()
+					}
+					if err := s.local.note(id, note); err != nil {
+						s.noteFailed(err)
+					} else {
+						s.noteOK()
+					}
+				}
+				break
+			}
+		}
+	}
 	err := s.finish(ctx, "commit", id, lines, true)
 	if err == nil || s.local == nil {
 		return err
@@ -705,6 +756,82 @@ func (s *redisStore) commit(ctx context.Context, id string, lines []line, now ti
 	if first {
 		s.log.Warn("budget ledger: a commit could not be applied in Redis; it and the next ones are journaled on this machine and replayed once Redis takes them (new calls are refused until then)",
 			"journal", s.local.journalPath(), "error", err.Error())
+	}
+	return nil
+}
+
+// noteFailed logs the first failure to write a note or rotate the notes
+// files since the last success.
+func (s *redisStore) noteFailed(err error) {
+	if s.noteErr.CompareAndSwap(false, true) {
+		s.log.Warn("budget ledger: the audit notes of Redis commits cannot be written on this machine: a crash before a call's audit line is written leaves it without one", "notes", s.local.notesPath(), "error", err.Error())
+	}
+}
+
+func (s *redisStore) noteOK() {
+	if s.noteErr.Load() {
+		s.noteErr.Store(false)
+	}
+}
+
+// handNotes, at open, hands to notes those of the notes files whose
+// commits Redis holds (tombstone "c") or the journal holds (it will be
+// replayed), then removes the files and opens a new one.
+func (s *redisStore) handNotes(ctx context.Context, notes func([][]byte) error) error {
+	fail := func(err error) error {
+		return fmt.Errorf("%w: redis ledger's notes files %s: %v", ErrUnavailable, s.local.notesPath(), err)
+	}
+	found, err := s.local.readNotes()
+	if err != nil {
+		return fail(err)
+	}
+	if len(found) > 0 && notes != nil {
+		journaled := map[string]bool{}
+		for _, r := range s.local.pending() {
+			journaled[r.ID] = true
+		}
+		keep := make([]bool, len(found))
+		var ask []int // indexes of found only Redis can tell about
+		for i, n := range found {
+			if journaled[n.id] {
+				keep[i] = true
+			} else {
+				ask = append(ask, i)
+			}
+		}
+		if len(ask) > 0 {
+			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			pipe := s.c.Pipeline()
+			gets := make([]*redis.StringCmd, len(ask))
+			for j, i := range ask {
+				gets[j] = pipe.Get(cctx, keyPrefix+"d:"+found[i].id)
+			}
+			_, perr := pipe.Exec(cctx)
+			cancel()
+			if perr != nil && !errors.Is(perr, redis.Nil) {
+				s.log.Warn("budget ledger: Redis cannot be asked which of this replica's last commits before it stopped it holds: their audit lines, if they were not written, are not rebuilt", "redis", s.addr, "notes", len(ask), "error", s.fail(ctx, "notes check", perr).Error())
+				ask = nil
+			}
+			for j, i := range ask {
+				if v, err := gets[j].Result(); err == nil && v == "c" {
+					keep[i] = true
+				}
+			}
+		}
+		var kept [][]byte
+		for i, n := range found {
+			if keep[i] {
+				kept = append(kept, n.note)
+			}
+		}
+		if len(kept) > 0 {
+			if err := notes(kept); err != nil {
+				return fail(fmt.Errorf("the notes of the last commits could not be kept (the files stay): %w", err))
+			}
+		}
+	}
+	if err := s.local.openNotes(); err != nil {
+		return fail(err)
 	}
 	return nil
 }

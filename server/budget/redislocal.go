@@ -3,6 +3,7 @@ package budget
 import (
 	"bytes"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -70,6 +71,11 @@ type redisLocal struct {
 	jf   *os.File // the journal, opened for appending
 	recs []jcommit
 	n    atomic.Int64 // len(recs)
+
+	nmu   sync.Mutex
+	nf    *os.File // the current notes file; nil when none is open
+	nopen bool     // between openNotes and close
+	nbuf  []byte   // a note's line, reused
 }
 
 func (l *redisLocal) journalPath() string { return l.path + ".journal" }
@@ -284,9 +290,158 @@ func (l *redisLocal) close() error {
 		err = l.jf.Close()
 		l.jf = nil
 	}
+	l.nmu.Lock()
+	if l.nf != nil {
+		l.nf.Close()
+		l.nf = nil
+	}
+	l.nopen = false
+	l.nmu.Unlock()
 	if l.lock != nil {
 		l.lock.Close()
 		l.lock = nil
 	}
 	return err
+}
+
+// The notes files: Path+".notes" (the current) and Path+".notes.old" (the
+// one before), each line "<crc32c of the rest, 8 hex digits> <commit id>
+// <the note, base64>". A commit's note ([WithNote]) is appended to the
+// current file with one write(2), without fsync, before the commit runs
+// in Redis; every redisMaintainEvery the current file becomes the old one
+// (the old one is replaced), so that a note stays one to two seconds,
+// long after its call's audit line was written (within ~10 ms). A kill -9
+// keeps what was written (the page cache); an OS crash or power loss can
+// lose the last second's notes, as for the embedded store.
+
+func (l *redisLocal) notesPath() string    { return l.path + ".notes" }
+func (l *redisLocal) oldNotesPath() string { return l.path + ".notes.old" }
+
+// rnote is one kept note: the commit id it belongs to and the note.
+type rnote struct {
+	id   string
+	note []byte
+}
+
+// readNotes reads both notes files, oldest first; a damaged or torn line
+// (a kill while writing it) is skipped.
+func (l *redisLocal) readNotes() ([]rnote, error) {
+	var out []rnote
+	for _, p := range []string{l.oldNotesPath(), l.notesPath()} {
+		raw, err := os.ReadFile(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		for len(raw) > 0 {
+			i := bytes.IndexByte(raw, '\n')
+			if i < 0 {
+				break // torn last line
+			}
+			if n, ok := decodeNoteLine(raw[:i]); ok {
+				out = append(out, n)
+			}
+			raw = raw[i+1:]
+		}
+	}
+	return out, nil
+}
+
+func decodeNoteLine(b []byte) (rnote, bool) {
+	if len(b) < 12 || b[8] != ' ' {
+		return rnote{}, false
+	}
+	sum, err := strconv.ParseUint(string(b[:8]), 16, 32)
+	if err != nil || uint32(sum) != crc32.Checksum(b[9:], castagnoli) {
+		return rnote{}, false
+	}
+	id, enc, ok := bytes.Cut(b[9:], []byte{' '})
+	if !ok || len(id) == 0 {
+		return rnote{}, false
+	}
+	note := make([]byte, base64.StdEncoding.DecodedLen(len(enc)))
+	n, err := base64.StdEncoding.Decode(note, enc)
+	if err != nil || n == 0 {
+		return rnote{}, false
+	}
+	return rnote{id: string(id), note: note[:n]}, true
+}
+
+// appendNoteLine appends the notes file line of (id, note) to dst.
+func appendNoteLine(dst []byte, id string, note []byte) []byte {
+	start := len(dst)
+	dst = append(dst, "00000000 "...)
+	dst = append(dst, id...)
+	dst = append(dst, ' ')
+	dst = base64.StdEncoding.AppendEncode(dst, note)
+	sum := crc32.Checksum(dst[start+9:], castagnoli)
+	const hexd = "0123456789abcdef"
+	for i := 7; i >= 0; i-- {
+		dst[start+i] = hexd[sum&0xf]
+		sum >>= 4
+	}
+	return append(dst, '\n')
+}
+
+// openNotes removes the notes files (their notes were handed on at open)
+// and opens a new current one.
+func (l *redisLocal) openNotes() error {
+	for _, p := range []string{l.oldNotesPath(), l.notesPath()} {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	f, err := l.createNotes()
+	if err != nil {
+		return err
+	}
+	l.nmu.Lock()
+	l.nf, l.nopen = f, true
+	l.nmu.Unlock()
+	return nil
+}
+
+// createNotes creates the current notes file, empty, for appending.
+func (l *redisLocal) createNotes() (*os.File, error) {
+	return os.OpenFile(l.notesPath(), os.O_WRONLY|os.O_CREATE|os.O_APPEND|os.O_TRUNC, 0o600)
+}
+
+// note appends (id, note) to the current notes file with one write(2).
+func (l *redisLocal) note(id string, note []byte) error {
+	l.nmu.Lock()
+	defer l.nmu.Unlock()
+	if l.nf == nil {
+		return errors.New("closed")
+	}
+	l.nbuf = appendNoteLine(l.nbuf[:0], id, note)
+	_, err := l.nf.Write(l.nbuf)
+	if cap(l.nbuf) > 4*maxNote {
+		l.nbuf = nil
+	}
+	return err
+}
+
+// rotateNotes makes the current notes file the old one (replacing the
+// old one) and starts a new current one.
+func (l *redisLocal) rotateNotes() error {
+	l.nmu.Lock()
+	defer l.nmu.Unlock()
+	if !l.nopen {
+		return nil // before openNotes, or closed
+	}
+	if l.nf != nil {
+		if err := os.Rename(l.notesPath(), l.oldNotesPath()); err != nil {
+			return err
+		}
+		l.nf.Close()
+		l.nf = nil // notes fail until a file is created: none grows unbounded
+	}
+	f, err := l.createNotes()
+	if err != nil {
+		return err
+	}
+	l.nf = f
+	return nil
 }
