@@ -28,6 +28,11 @@ type chatRequest struct {
 	Stream        bool           `json:"stream"`
 	StreamOptions *streamOptions `json:"stream_options"`
 	N             *int           `json:"n"`
+	// MaxTokens and MaxCompletionTokens limit each choice's answer, in the
+	// sample's tokens (words); max_completion_tokens wins when both are
+	// set, as at OpenAI.
+	MaxTokens           *int `json:"max_tokens"`
+	MaxCompletionTokens *int `json:"max_completion_tokens"`
 }
 
 // streamOptions is OpenAI's stream_options.
@@ -145,8 +150,24 @@ func (h *handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 
+	limit, param := req.MaxTokens, "max_tokens"
+	if req.MaxCompletionTokens != nil {
+		limit, param = req.MaxCompletionTokens, "max_completion_tokens"
+	}
+	if limit != nil && *limit < 1 {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("Invalid '%s': expected a value of at least 1, but got %d instead.", param, *limit), param, "invalid_value")
+		return
+	}
+
 	model := h.resolveModel(req.Model)
-	text := answer(model, lastUser)
+	text, finish := answer(model, lastUser), "stop"
+	if limit != nil {
+		// The answer honours the limit as a model does: cut after limit
+		// tokens, finish_reason "length".
+		if words := strings.Fields(text); len(words) > *limit {
+			text, finish = strings.Join(words[:*limit], " "), "length"
+		}
+	}
 	completionTokens := countWords(text) * n
 	u := usage{PromptTokens: promptTokens, CompletionTokens: completionTokens, TotalTokens: promptTokens + completionTokens}
 	id := fmt.Sprintf("chatcmpl-sample-%d", h.seq.Add(1))
@@ -154,7 +175,7 @@ func (h *handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 
 	if req.Stream {
 		includeUsage := req.StreamOptions != nil && req.StreamOptions.IncludeUsage
-		h.streamChat(w, r, chatChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: model}, text, n, u, includeUsage)
+		h.streamChat(w, r, chatChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: model}, text, finish, n, u, includeUsage)
 		return
 	}
 	resp := chatCompletion{ID: id, Object: "chat.completion", Created: created, Model: model, Usage: u}
@@ -162,7 +183,7 @@ func (h *handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		resp.Choices = append(resp.Choices, chatChoice{
 			Index:        i,
 			Message:      assistantMessage{Role: "assistant", Content: text},
-			FinishReason: "stop",
+			FinishReason: finish,
 		})
 	}
 	writeJSON(w, http.StatusOK, resp)
@@ -170,10 +191,10 @@ func (h *handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 
 // streamChat writes the answer as server-sent events, flushing after each:
 // a role-only chunk, the content chunks each after the chunk delay, a finish
-// chunk, the usage chunk if includeUsage, then [DONE]. Every step but usage
+// chunk (finish_reason finish), the usage chunk if includeUsage, then [DONE]. Every step but usage
 // and [DONE] sends one chunk per choice index. It stops when the client goes
 // away. head carries the id, object, created time and model of every chunk.
-func (h *handler) streamChat(w http.ResponseWriter, r *http.Request, head chatChunk, text string, n int, u usage, includeUsage bool) {
+func (h *handler) streamChat(w http.ResponseWriter, r *http.Request, head chatChunk, text, finish string, n int, u usage, includeUsage bool) {
 	ctx := r.Context()
 	rc := http.NewResponseController(w)
 	w.Header().Set("Content-Type", "text/event-stream")
@@ -214,8 +235,7 @@ func (h *handler) streamChat(w http.ResponseWriter, r *http.Request, head chatCh
 			return
 		}
 	}
-	stop := "stop"
-	if !step(chunkDelta{}, &stop) {
+	if !step(chunkDelta{}, &finish) {
 		return
 	}
 	if includeUsage {

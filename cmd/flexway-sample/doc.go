@@ -41,7 +41,10 @@
 //     finish_reason "stop", a usage-only chunk (empty choices) only if
 //     stream_options.include_usage is true, and finally "data: [DONE]". With
 //     "n" greater than one, every step carries one chunk per choice index.
-//     The stream stops as soon as the client goes away.
+//     The stream stops as soon as the client goes away. "max_tokens" or
+//     "max_completion_tokens" (which wins) cuts each choice's answer after
+//     that many tokens (words, see below), with finish_reason "length";
+//     a limit below 1 is 400.
 //   - POST /v1/embeddings accepts input as a string, an array of strings, an
 //     array of token ids or an array of token-id arrays, and returns one
 //     vector per input, of 8 dimensions or "dimensions". With

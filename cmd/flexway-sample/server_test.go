@@ -1027,3 +1027,81 @@ func TestSplitChunks(t *testing.T) {
 		})
 	}
 }
+
+// TestChatCompletionHonoursMaxTokens: the answer stops after max_tokens
+// (or max_completion_tokens, which wins) words per choice, usage counts
+// what was answered and finish_reason says "length", unary and streamed;
+// a limit above the answer changes nothing; a limit below 1 is refused.
+func TestChatCompletionHonoursMaxTokens(t *testing.T) {
+	t.Parallel()
+	srv := newTestServer(t, fastOptions())
+	const msgs = `"messages":[{"role":"user","content":"hello world"}]`
+	full := sampleAnswer("sample-small", "hello world") // 17 words
+	tests := []struct {
+		name, limits, content, finish string
+		completion                    int
+	}{
+		{"max_tokens_cuts", `"max_tokens":5`, strings.Join(strings.Fields(full)[:5], " "), "length", 5},
+		{"max_completion_tokens_wins", `"max_tokens":50,"max_completion_tokens":3`, strings.Join(strings.Fields(full)[:3], " "), "length", 3},
+		{"limit_above_the_answer", `"max_tokens":50`, full, "stop", 17},
+	}
+	for _, tt := range tests {
+		for _, n := range []int{1, 2} {
+			body := `{"model":"sample-small","n":` + itoa(n) + `,` + tt.limits + `,` + msgs + `}`
+			resp, raw := do(t, srv, http.MethodPost, "/v1/chat/completions", body, nil)
+			var got struct {
+				Choices []struct {
+					Message      struct{ Content string } `json:"message"`
+					FinishReason string                   `json:"finish_reason"`
+				} `json:"choices"`
+				Usage struct {
+					CompletionTokens int `json:"completion_tokens"`
+				} `json:"usage"`
+			}
+			if err := json.Unmarshal(raw, &got); err != nil || resp.StatusCode != 200 || len(got.Choices) != n {
+				t.Fatalf("%s n=%d: %d %s", tt.name, n, resp.StatusCode, raw)
+			}
+			for _, c := range got.Choices {
+				if c.Message.Content != tt.content || c.FinishReason != tt.finish {
+					t.Errorf("%s n=%d: choice %q %q, want %q %q", tt.name, n, c.Message.Content, c.FinishReason, tt.content, tt.finish)
+				}
+			}
+			if got.Usage.CompletionTokens != tt.completion*n {
+				t.Errorf("%s n=%d: completion_tokens %d, want %d", tt.name, n, got.Usage.CompletionTokens, tt.completion*n)
+			}
+			// Streamed: the same words, and the finish chunk's reason.
+			_, raw = do(t, srv, http.MethodPost, "/v1/chat/completions", `{"model":"sample-small","stream":true,`+tt.limits+`,`+msgs+`}`, nil)
+			var text strings.Builder
+			finish := ""
+			for _, line := range strings.Split(string(raw), "\n") {
+				data, ok := strings.CutPrefix(line, "data: ")
+				if !ok || data == "[DONE]" {
+					continue
+				}
+				var c struct {
+					Choices []struct {
+						Delta        struct{ Content string } `json:"delta"`
+						FinishReason *string                  `json:"finish_reason"`
+					} `json:"choices"`
+				}
+				if err := json.Unmarshal([]byte(data), &c); err != nil {
+					t.Fatalf("%s: event %q: %v", tt.name, data, err)
+				}
+				for _, ch := range c.Choices {
+					text.WriteString(ch.Delta.Content)
+					if ch.FinishReason != nil {
+						finish = *ch.FinishReason
+					}
+				}
+			}
+			if text.String() != tt.content || finish != tt.finish {
+				t.Errorf("%s streamed: %q %q, want %q %q", tt.name, text.String(), finish, tt.content, tt.finish)
+			}
+		}
+	}
+	for _, body := range []string{`{"model":"sample-small","max_tokens":0,` + msgs + `}`, `{"model":"sample-small","max_completion_tokens":-1,` + msgs + `}`} {
+		if resp, raw := do(t, srv, http.MethodPost, "/v1/chat/completions", body, nil); resp.StatusCode != 400 || !strings.Contains(string(raw), "invalid_value") {
+			t.Errorf("%s: %d %s, want 400 invalid_value", body, resp.StatusCode, raw)
+		}
+	}
+}
