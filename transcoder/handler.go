@@ -11,6 +11,7 @@ import (
 	"os"
 	"path"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
@@ -221,6 +222,36 @@ func (f *front) readBody(w http.ResponseWriter, r *http.Request) (body []byte, r
 	return body, release, nil
 }
 
+// busyDrainTimeout bounds how long a body refused unread by the inflight
+// bound is read and discarded after the refusal (see [front.writeBodyError]).
+const busyDrainTimeout = 5 * time.Second
+
+// writeBodyError answers fe, the refusal readBody gave. A body refused
+// unread because it did not fit the inflight bound (503 with Retry-After)
+// is then read and discarded, up to MaxBodyBytes and for at most
+// busyDrainTimeout, into no buffer of its own: most clients (Python's
+// http.client, the OpenAI SDKs) send the whole body before they read the
+// answer, and a connection closed under their upload reaches them as a
+// reset instead of the 503 and its Retry-After. The connection is closed
+// after it (readBody set Connection: close).
+func (f *front) writeBodyError(w http.ResponseWriter, r *http.Request, fe *faults.Error) {
+	drain := fe.Reason == faults.Unavailable && r.ContentLength > 0
+	rc := http.NewResponseController(w)
+	if drain {
+		// Reading the body after the answer is written needs full
+		// duplex: net/http would otherwise close the body at the first
+		// write.
+		drain = rc.EnableFullDuplex() == nil
+	}
+	writeOpenAIError(w, fe)
+	if !drain {
+		return
+	}
+	_ = rc.Flush()
+	_ = rc.SetReadDeadline(time.Now().Add(busyDrainTimeout))
+	_, _ = io.CopyN(io.Discard, r.Body, min(r.ContentLength, f.opts.MaxBodyBytes))
+}
+
 // errBusy ends the reading of a chunked body whose next buffer does not
 // fit in the inflight bound.
 var errBusy = errors.New("transcoder: the inflight body bound is full")
@@ -341,7 +372,7 @@ func (f *front) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 	body, release, fe := f.readBody(w, r)
 	if fe != nil {
-		writeOpenAIError(w, fe)
+		f.writeBodyError(w, r, fe)
 		return
 	}
 	req, err := openaiwire.ParseChatCompletionRequest(body)
@@ -374,7 +405,7 @@ func (f *front) createEmbedding(w http.ResponseWriter, r *http.Request) {
 	}
 	body, release, fe := f.readBody(w, r)
 	if fe != nil {
-		writeOpenAIError(w, fe)
+		f.writeBodyError(w, r, fe)
 		return
 	}
 	req, err := openaiwire.ParseEmbeddingRequest(body)

@@ -179,3 +179,49 @@ func TestInflightRefusedBeforeReading(t *testing.T) {
 	}
 	r.Body.Close()
 }
+
+// TestInflightRefusalReachesAnUploadingClient: a client that sends its
+// whole body before it reads the answer, as Python's http.client and the
+// OpenAI SDKs do, gets the 503 and its Retry-After when its body does not
+// fit, not a connection reset under its upload (the body is 8 MiB, far
+// more than the sockets' buffers hold).
+func TestInflightRefusalReachesAnUploadingClient(t *testing.T) {
+	const body = 8 << 20
+	f, srv := inflightFront(t, body, body)
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	payload := chatOf(body)
+	head := fmt.Sprintf("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer k\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", body)
+
+	holder, err := net.Dial("tcp", addr) // holds the whole bound, half sent
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	_, _ = io.WriteString(holder, head+payload[:100])
+	for deadline := time.Now().Add(5 * time.Second); f.bodies.used.Load() != body; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the first body holds %d bytes, want %d", f.bodies.used.Load(), body)
+		}
+	}
+
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(c, head+payload); err != nil {
+		t.Fatalf("the upload was cut: %v", err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("no answer after the whole body was sent: %v", err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") != "1" || !strings.Contains(string(b), `"code":"unavailable"`) {
+		t.Fatalf("%d Retry-After %q %s", resp.StatusCode, resp.Header.Get("Retry-After"), b)
+	}
+	if u := f.bodies.used.Load(); u != body {
+		t.Fatalf("%d bytes held, want only the first body's %d: a drained body holds none", u, body)
+	}
+}
