@@ -235,6 +235,25 @@ func TestCompatFilesLoad(t *testing.T) {
 		})
 	})
 
+	t.Run("issue12-bounds", func(t *testing.T) {
+		cfg, warnings, err := config.Load(filepath.Join(compatDir, "issue12-bounds.yaml"))
+		if err != nil {
+			t.Fatalf("Load: %v", err)
+		}
+		if len(warnings) != 0 {
+			t.Errorf("warnings: %v", warnings)
+		}
+		dir, err := filepath.Abs(compatDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runChecks(t, []check{
+			{"server.max_inflight_body_bytes", cfg.Server.MaxInflightBodyBytes, 256 * config.MiB},
+			{"budget.max_output_tokens", cfg.AI.Budget.MaxOutputTokens, int64(4096)},
+			{"budget.store", cfg.AI.Budget.Store, config.Store{Type: config.StoreRedis, URL: "redis://127.0.0.1:6379/0", Path: filepath.Join(dir, "flexway-data", "replica-a")}},
+			{"local.prompt_overhead_tokens", cfg.AI.Backends["local"].PromptOverheadTokens, int64(64)},
+		})
+	})
 	t.Run("relay-upstream", func(t *testing.T) {
 		t.Setenv("HQ_RELAY_KEY", "hq-relay-key")
 		t.Setenv("PARTNER_RELAY_KEY", "partner-relay-key")
