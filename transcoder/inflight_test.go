@@ -126,17 +126,7 @@ func TestInflightRefusedBeforeReading(t *testing.T) {
 	payload := chatOf(body)
 	head := fmt.Sprintf("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer k\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", body)
 
-	holder, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Close()
-	_, _ = io.WriteString(holder, head+payload[:100])
-	for deadline := time.Now().Add(5 * time.Second); f.bodies.used.Load() != body; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the first body holds %d bytes, want %d", f.bodies.used.Load(), body)
-		}
-	}
+	holder := holdBound(t, f, addr, head+payload[:100], body)
 
 	second, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -192,17 +182,7 @@ func TestInflightRefusalReachesAnUploadingClient(t *testing.T) {
 	payload := chatOf(body)
 	head := fmt.Sprintf("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer k\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", body)
 
-	holder, err := net.Dial("tcp", addr) // holds the whole bound, half sent
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Close()
-	_, _ = io.WriteString(holder, head+payload[:100])
-	for deadline := time.Now().Add(5 * time.Second); f.bodies.used.Load() != body; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the first body holds %d bytes, want %d", f.bodies.used.Load(), body)
-		}
-	}
+	holdBound(t, f, addr, head+payload[:100], body) // the whole bound, half sent
 
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -224,4 +204,23 @@ func TestInflightRefusalReachesAnUploadingClient(t *testing.T) {
 	if u := f.bodies.used.Load(); u != body {
 		t.Fatalf("%d bytes held, want only the first body's %d: a drained body holds none", u, body)
 	}
+}
+
+// holdBound sends start (a request head and the first bytes of its
+// body) on a new connection and waits until the front holds want bytes
+// for it; the connection is closed at the test's end.
+func holdBound(t *testing.T, f *front, addr, start string, want int64) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	_, _ = io.WriteString(c, start)
+	for deadline := time.Now().Add(5 * time.Second); f.bodies.used.Load() != want; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the first body holds %d bytes, want %d", f.bodies.used.Load(), want)
+		}
+	}
+	return c
 }
