@@ -83,7 +83,7 @@ test: $(BIN)/grpcurl
 SOAK_TESTS := TestCapHoldsWithAnHonestTokenizer|TestConcurrentWritesEachLineOnce|TestKill9AuditEqualsLedger|TestKill9AuditEqualsRedisLedger|TestRedisReplicasHoldAcrossRedisRestarts|TestRedisReplicaKilledMidStream|TestRedisRollbackRefusedByReplicas
 
 soak: $(BIN)/grpcurl
-	FLEXWAY_SOAK=1 $(GO) test -race -count=1 -timeout 60m -run '^($(SOAK_TESTS))$$' -v ./cmd/flexway/ ./server/audit/
+	FLEXWAY_SOAK=1 $(GO) test -race -count=1 -timeout 60m -run '^($(SOAK_TESTS))$$' -v ./cmd/flexway/ ./server/auditlog/
 
 bench: build
 	$(GO) test -run '^$$' -bench . -benchmem ./...

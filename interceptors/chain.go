@@ -22,7 +22,7 @@ import (
 	"github.com/flexway/flexway/interceptors/vision"
 	"github.com/flexway/flexway/server/admin"
 	"github.com/flexway/flexway/server/faults"
-	imagecheck "github.com/flexway/flexway/server/vision"
+	"github.com/flexway/flexway/server/imagecheck"
 )
 
 // Config holds the policies the chain enforces.

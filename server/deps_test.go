@@ -18,12 +18,12 @@ func TestDependencyDirection(t *testing.T) {
 	}{
 		{"server", "transcoder", "the core never depends on the HTTP front; the front calls the core"},
 		{"server", "interceptors", "the core never depends on the interceptors; they fill the call state the core reads"},
-		{"server/budget", "server/backends", "the ledger never calls a model"},
+		{"server/ledger", "server/backends", "the ledger never calls a model"},
 		{"server/routing", "server/backends", "route planning is pure: no network"},
 		{"server/config", "server/routing", "config imports none of the packages it configures"},
-		{"server/config", "server/budget", "config imports none of the packages it configures"},
+		{"server/config", "server/ledger", "config imports none of the packages it configures"},
 		{"server/config", "server/backends", "config imports none of the packages it configures"},
-		{"server/config", "server/audit", "config imports none of the packages it configures"},
+		{"server/config", "server/auditlog", "config imports none of the packages it configures"},
 	}
 	cmd := exec.Command("go", "list", "-json=ImportPath,Deps", "../...")
 	out, err := cmd.Output()

@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
-	ibudget "github.com/flexway/flexway/interceptors/budget"
+	"github.com/flexway/flexway/interceptors/budget"
 	"github.com/flexway/flexway/server/backends"
 	"github.com/flexway/flexway/server/backends/breaker"
 	"github.com/flexway/flexway/server/config"
@@ -84,16 +84,16 @@ func buildProxy(cfg *config.Config, maxMsg int) (*grpcproxy.Proxy, error) {
 
 // proxiedMetering adapts the proxy's method table to the budget
 // interceptor.
-func proxiedMetering(p *grpcproxy.Proxy) (func(string) (ibudget.Proxied, bool), func(any) (int, bool)) {
+func proxiedMetering(p *grpcproxy.Proxy) (func(string) (budget.Proxied, bool), func(any) (int, bool)) {
 	if p == nil {
 		return nil, nil
 	}
-	lookup := func(fullMethod string) (ibudget.Proxied, bool) {
+	lookup := func(fullMethod string) (budget.Proxied, bool) {
 		m, ok := p.Lookup(fullMethod)
 		if !ok {
-			return ibudget.Proxied{}, false
+			return budget.Proxied{}, false
 		}
-		return ibudget.Proxied{Metering: m.Metering, NanoEURPerThousand: m.NanoEURPerThousand}, true
+		return budget.Proxied{Metering: m.Metering, NanoEURPerThousand: m.NanoEURPerThousand}, true
 	}
 	size := func(msg any) (int, bool) {
 		f, ok := msg.(*grpcproxy.Frame)

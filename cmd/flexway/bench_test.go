@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
-	auditlog "github.com/flexway/flexway/server/audit"
-	budgetpkg "github.com/flexway/flexway/server/budget"
+	"github.com/flexway/flexway/server/auditlog"
 	"github.com/flexway/flexway/server/config"
+	"github.com/flexway/flexway/server/ledger"
 )
 
 // These benchmarks run the gateway inside the benchmark process, so
@@ -110,7 +110,7 @@ func BenchmarkChatCompletionHandler(b *testing.B) {
 					b.Skip("FLEXWAY_TEST_REDIS_URL is not set")
 				}
 				url += "/3"
-				if _, err := budgetpkg.InitRedis(context.Background(), url); err != nil {
+				if _, err := ledger.InitRedis(context.Background(), url); err != nil {
 					b.Fatal(err)
 				}
 				budget = redisBudget(url, 1_000_000_000_000)
@@ -265,7 +265,7 @@ func BenchmarkAuditAndMetricsAdded(b *testing.B) {
 // does, minus the listeners: the gRPC core is reached on the in-process
 // channel only. ledger opens the configured budget ledger, audited the
 // configured audit log; everything is closed when b ends.
-func benchGateway(b *testing.B, text string, ledger, audited bool) *gateway {
+func benchGateway(b *testing.B, text string, withLedger, audited bool) *gateway {
 	b.Helper()
 	path := filepath.Join(b.TempDir(), "flexway.yaml")
 	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
@@ -275,8 +275,8 @@ func benchGateway(b *testing.B, text string, ledger, audited bool) *gateway {
 	if err != nil {
 		b.Fatal(err)
 	}
-	var led *budgetpkg.Ledger
-	if ledger {
+	var led *ledger.Ledger
+	if withLedger {
 		if led, err = openLedger(context.Background(), cfg, nil); err != nil {
 			b.Fatal(err)
 		}

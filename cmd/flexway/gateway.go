@@ -26,23 +26,23 @@ import (
 
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
 	"github.com/flexway/flexway/interceptors"
-	iaudit "github.com/flexway/flexway/interceptors/audit"
-	ibudget "github.com/flexway/flexway/interceptors/budget"
+	"github.com/flexway/flexway/interceptors/audit"
+	"github.com/flexway/flexway/interceptors/budget"
 	"github.com/flexway/flexway/interceptors/identity"
 	"github.com/flexway/flexway/interceptors/wirenull"
 	"github.com/flexway/flexway/server"
 	"github.com/flexway/flexway/server/admin"
-	auditlog "github.com/flexway/flexway/server/audit"
+	"github.com/flexway/flexway/server/auditlog"
 	"github.com/flexway/flexway/server/backends"
 	"github.com/flexway/flexway/server/backends/openai"
-	"github.com/flexway/flexway/server/budget"
 	"github.com/flexway/flexway/server/call"
 	"github.com/flexway/flexway/server/config"
 	"github.com/flexway/flexway/server/grpccodec"
 	"github.com/flexway/flexway/server/grpcproxy"
+	"github.com/flexway/flexway/server/imagecheck"
+	"github.com/flexway/flexway/server/ledger"
 	"github.com/flexway/flexway/server/routing"
 	"github.com/flexway/flexway/server/telemetry"
-	"github.com/flexway/flexway/server/vision"
 	"github.com/flexway/flexway/transcoder"
 	"github.com/flexway/flexway/transcoder/console"
 	"github.com/flexway/flexway/transcoder/inproc"
@@ -74,7 +74,7 @@ type gateway struct {
 // serve and validate. led, the budget ledger, and aw, the audit log, are
 // nil for validate, which opens neither; the gateway then meters and
 // audits nothing.
-func build(cfg *config.Config, log *slog.Logger, led *budget.Ledger, aw *auditlog.Writer) (*gateway, error) {
+func build(cfg *config.Config, log *slog.Logger, led *ledger.Ledger, aw *auditlog.Writer) (*gateway, error) {
 	bs, models, err := buildBackends(cfg)
 	if err != nil {
 		return nil, err
@@ -101,9 +101,9 @@ func build(cfg *config.Config, log *slog.Logger, led *budget.Ledger, aw *auditlo
 	keys := newKeyring(cfg)
 	routes := routingTable(cfg)
 	accts := newAccounts(cfg)
-	var meter *ibudget.Meter
+	var meter *budget.Meter
 	if led != nil {
-		meter = ibudget.New(ibudget.Config{
+		meter = budget.New(budget.Config{
 			Ledger:                led,
 			Routes:                routes,
 			Prices:                prices(cfg),
@@ -127,7 +127,7 @@ func build(cfg *config.Config, log *slog.Logger, led *budget.Ledger, aw *auditlo
 		sum := sha256.Sum256([]byte(v))
 		adminSum = &sum
 	}
-	images, err := vision.New(vision.Policy{
+	images, err := imagecheck.New(imagecheck.Policy{
 		MaxImageBytes:  int64(cfg.AI.Vision.MaxImageBytes),
 		AllowDataURIs:  cfg.AI.Vision.DataURIsAllowed(),
 		AllowedOrigins: cfg.AI.Vision.AllowedOrigins,
@@ -135,9 +135,9 @@ func build(cfg *config.Config, log *slog.Logger, led *budget.Ledger, aw *auditlo
 	if err != nil {
 		return nil, fmt.Errorf("ai.vision: %w", err)
 	}
-	var auditing *iaudit.Config
+	var auditing *audit.Config
 	if aw != nil {
-		auditing = &iaudit.Config{
+		auditing = &audit.Config{
 			Writer: aw,
 			Proxied: func(fullMethod string) (string, bool) {
 				if proxy == nil {
@@ -432,15 +432,15 @@ func newAccounts(cfg *config.Config) accounts {
 }
 
 // List implements [admin.Accounts.List].
-func (a accounts) List() []budget.Account {
-	var out []budget.Account
+func (a accounts) List() []ledger.Account {
+	var out []ledger.Account
 	for tenant, agents := range a {
-		out = append(out, budget.Account{Tenant: tenant})
+		out = append(out, ledger.Account{Tenant: tenant})
 		for agent := range agents {
-			out = append(out, budget.Account{Tenant: tenant, Agent: agent})
+			out = append(out, ledger.Account{Tenant: tenant, Agent: agent})
 		}
 	}
-	slices.SortFunc(out, func(x, y budget.Account) int {
+	slices.SortFunc(out, func(x, y ledger.Account) int {
 		if c := strings.Compare(x.Tenant, y.Tenant); c != 0 {
 			return c
 		}

@@ -9,9 +9,9 @@ import (
 	"strings"
 	"time"
 
-	auditlog "github.com/flexway/flexway/server/audit"
-	"github.com/flexway/flexway/server/budget"
+	"github.com/flexway/flexway/server/auditlog"
 	"github.com/flexway/flexway/server/config"
+	"github.com/flexway/flexway/server/ledger"
 )
 
 // ledgerClock, when set by a test, is the ledger's clock.
@@ -34,7 +34,7 @@ var ledgerLease time.Duration
 // the audit lines of its last commits Redis holds, as for the embedded
 // store.
 // log may be nil.
-func openLedger(ctx context.Context, cfg *config.Config, log *slog.Logger) (*budget.Ledger, error) {
+func openLedger(ctx context.Context, cfg *config.Config, log *slog.Logger) (*ledger.Ledger, error) {
 	p, err := ledgerPolicy(cfg)
 	if err != nil {
 		return nil, err
@@ -43,22 +43,22 @@ func openLedger(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bud
 		log = slog.New(slog.DiscardHandler)
 	}
 	warn := func(msg string) { log.Warn("budget ledger", "warning", msg) }
-	var store budget.Store
+	var store ledger.Store
 	switch s := cfg.AI.Budget.Store; s.Type {
 	case config.StoreRedis:
-		store, err = budget.OpenRedisWithOptions(ctx, s.URL, budget.RedisOptions{Path: s.Path, Logger: log, Notes: rebuildAudit(cfg.Audit.Path, warn)})
+		store, err = ledger.OpenRedisWithOptions(ctx, s.URL, ledger.RedisOptions{Path: s.Path, Logger: log, Notes: rebuildAudit(cfg.Audit.Path, warn)})
 		if err == nil {
-			if cerr := budget.CheckRedis(ctx, s.URL); cerr != nil {
+			if cerr := ledger.CheckRedis(ctx, s.URL); cerr != nil {
 				warn("metered calls are refused (503) until the Redis ledger is back: " + cerr.Error())
 			}
 		}
 	default:
-		store, err = budget.OpenEmbeddedWithOptions(s.Path, budget.EmbeddedOptions{Warn: warn, Notes: rebuildAudit(cfg.Audit.Path, warn)})
+		store, err = ledger.OpenEmbeddedWithOptions(s.Path, ledger.EmbeddedOptions{Warn: warn, Notes: rebuildAudit(cfg.Audit.Path, warn)})
 	}
 	if err != nil {
 		return nil, fmt.Errorf("ai.budget.store: %w", err)
 	}
-	return budget.New(p, store, budget.Options{Now: ledgerClock, ReservationTTL: ledgerLease}), nil
+	return ledger.New(p, store, ledger.Options{Now: ledgerClock, ReservationTTL: ledgerLease}), nil
 }
 
 // rebuildAudit returns the receiver of the notes a ledger kept after a
@@ -86,20 +86,20 @@ func rebuildAudit(path string, warn func(string)) func([][]byte) error {
 }
 
 // ledgerPolicy is the caps part of cfg.
-func ledgerPolicy(cfg *config.Config) (budget.Policy, error) {
+func ledgerPolicy(cfg *config.Config) (ledger.Policy, error) {
 	b := cfg.AI.Budget
 	loc, err := b.Location()
 	if err != nil {
-		return budget.Policy{}, fmt.Errorf("ai.budget.timezone: %w", err)
+		return ledger.Policy{}, fmt.Errorf("ai.budget.timezone: %w", err)
 	}
-	p := budget.Policy{
+	p := ledger.Policy{
 		Default:  limits(b.Default),
-		Tenants:  map[string]budget.TenantPolicy{},
+		Tenants:  map[string]ledger.TenantPolicy{},
 		Soft:     b.Soft,
 		Location: loc,
 	}
 	for name, t := range cfg.AI.Tenants {
-		tp := budget.TenantPolicy{Limits: limits(t.Budget), Agents: map[string]budget.Limits{}}
+		tp := ledger.TenantPolicy{Limits: limits(t.Budget), Agents: map[string]ledger.Limits{}}
 		for a, ac := range t.Agents {
 			tp.Agents[a] = limits(ac.Budget)
 		}
@@ -109,8 +109,8 @@ func ledgerPolicy(cfg *config.Config) (budget.Policy, error) {
 }
 
 // limits converts configured caps (euros) to the ledger's (nano-euros).
-func limits(c config.Caps) budget.Limits {
-	l := budget.Limits{TokensPerDay: c.TokensPerDay, TokensPerMonth: c.TokensPerMonth}
+func limits(c config.Caps) ledger.Limits {
+	l := ledger.Limits{TokensPerDay: c.TokensPerDay, TokensPerMonth: c.TokensPerMonth}
 	if nano, ok := c.NanoEURPerMonth(); ok {
 		l.NanoEURPerMonth = &nano
 	}
@@ -118,10 +118,10 @@ func limits(c config.Caps) budget.Limits {
 }
 
 // prices returns every backend's price in nano-euros per million tokens.
-func prices(cfg *config.Config) map[string]budget.Price {
-	ps := make(map[string]budget.Price, len(cfg.AI.Backends))
+func prices(cfg *config.Config) map[string]ledger.Price {
+	ps := make(map[string]ledger.Price, len(cfg.AI.Backends))
 	for name, b := range cfg.AI.Backends {
-		ps[name] = budget.Price{Input: b.Price.InputNanoEURPerMTok(), Output: b.Price.OutputNanoEURPerMTok()}
+		ps[name] = ledger.Price{Input: b.Price.InputNanoEURPerMTok(), Output: b.Price.OutputNanoEURPerMTok()}
 	}
 	return ps
 }
@@ -149,7 +149,7 @@ func ledgerInit(ctx context.Context, path string, stdout, stderr io.Writer) erro
 		fmt.Fprintf(stderr, "flexway ledger init: ai.budget.store.type is %s; only a redis ledger needs initialising\n", s.Type)
 		return errSilent
 	}
-	created, err := budget.InitRedis(ctx, s.URL)
+	created, err := ledger.InitRedis(ctx, s.URL)
 	if err != nil {
 		fmt.Fprintf(stderr, "flexway ledger init: %v\n", err)
 		return errSilent
@@ -177,7 +177,7 @@ func ledgerAcceptRollback(ctx context.Context, path string, stdout, stderr io.Wr
 		fmt.Fprintf(stderr, "flexway ledger accept-rollback: ai.budget.store.type is %s; only a redis ledger can be rolled back under its replicas\n", s.Type)
 		return errSilent
 	}
-	found, epoch, err := budget.AcceptRedisRollback(ctx, s.URL)
+	found, epoch, err := ledger.AcceptRedisRollback(ctx, s.URL)
 	if err != nil {
 		fmt.Fprintf(stderr, "flexway ledger accept-rollback: %v\n", err)
 		return errSilent

@@ -18,7 +18,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	budgetpkg "github.com/flexway/flexway/server/budget"
+	"github.com/flexway/flexway/server/ledger"
 )
 
 // TestMain lets a test run the gateway as its own process: the test binary,
@@ -311,7 +311,7 @@ func TestRedisLedgerRefusesWhenLost(t *testing.T) {
 		t.Fatalf("/readyz without the marker: %v %v; want 503", r.StatusCode, err)
 	}
 	// Once initialised, the gateway is ready and meters.
-	if _, err := budgetpkg.InitRedis(context.Background(), url); err != nil {
+	if _, err := ledger.InitRedis(context.Background(), url); err != nil {
 		t.Fatal(err)
 	}
 	if r, err := http.Get(g.HTTP + "/readyz"); err != nil || r.StatusCode != 200 {

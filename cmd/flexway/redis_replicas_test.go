@@ -21,7 +21,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	budgetpkg "github.com/flexway/flexway/server/budget"
+	"github.com/flexway/flexway/server/ledger"
 )
 
 // testLeaseEnv sets the reservations' lease of a `flexway serve` child
@@ -33,7 +33,7 @@ const testLeaseEnv = "FLEXWAY_TEST_LEASE"
 // testLease is the lease the replica tests' children run with.
 func testLease(t *testing.T) time.Duration {
 	if soak() {
-		return budgetpkg.LeaseTTL
+		return ledger.LeaseTTL
 	}
 	t.Setenv(testLeaseEnv, "2s")
 	return 2 * time.Second

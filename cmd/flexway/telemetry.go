@@ -11,12 +11,12 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"google.golang.org/grpc/stats"
 
-	auditlog "github.com/flexway/flexway/server/audit"
+	"github.com/flexway/flexway/server/auditlog"
 	"github.com/flexway/flexway/server/backends"
 	"github.com/flexway/flexway/server/backends/breaker"
-	"github.com/flexway/flexway/server/budget"
 	"github.com/flexway/flexway/server/config"
 	"github.com/flexway/flexway/server/grpcproxy"
+	"github.com/flexway/flexway/server/ledger"
 	"github.com/flexway/flexway/server/telemetry"
 )
 
@@ -89,12 +89,12 @@ func recordLine(m *telemetry.Metrics, accts accounts) func(ctx context.Context, 
 }
 
 // observe registers the budget and circuit gauges.
-func observe(m *telemetry.Metrics, cfg *config.Config, led *budget.Ledger, bs map[string]backends.Backend) error {
+func observe(m *telemetry.Metrics, cfg *config.Config, led *ledger.Ledger, bs map[string]backends.Backend) error {
 	acc := newAccounts(cfg)
 	if led != nil {
 		err := m.ObserveBudgets(func(ctx context.Context) []telemetry.BudgetReading {
 			var out []telemetry.BudgetReading
-			read := func(a budget.Account) {
+			read := func(a ledger.Account) {
 				caps, err := led.Usage(ctx, a)
 				if err != nil {
 					return
@@ -105,9 +105,9 @@ func observe(m *telemetry.Metrics, cfg *config.Config, led *budget.Ledger, bs ma
 				}
 			}
 			for tenant, agents := range acc {
-				read(budget.Account{Tenant: tenant})
+				read(ledger.Account{Tenant: tenant})
 				for a := range agents {
-					read(budget.Account{Tenant: tenant, Agent: a})
+					read(ledger.Account{Tenant: tenant, Agent: a})
 				}
 			}
 			return out

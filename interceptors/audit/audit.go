@@ -17,10 +17,10 @@ import (
 
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
 	"github.com/flexway/flexway/server"
-	auditlog "github.com/flexway/flexway/server/audit"
-	ledger "github.com/flexway/flexway/server/budget"
+	"github.com/flexway/flexway/server/auditlog"
 	"github.com/flexway/flexway/server/call"
 	"github.com/flexway/flexway/server/faults"
+	"github.com/flexway/flexway/server/ledger"
 )
 
 // Config is what the interceptor needs.

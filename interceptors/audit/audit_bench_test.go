@@ -9,7 +9,7 @@ import (
 	"google.golang.org/grpc"
 
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
-	auditlog "github.com/flexway/flexway/server/audit"
+	"github.com/flexway/flexway/server/auditlog"
 	"github.com/flexway/flexway/server/call"
 )
 

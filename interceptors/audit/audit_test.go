@@ -13,9 +13,9 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
-	auditlog "github.com/flexway/flexway/server/audit"
-	ledger "github.com/flexway/flexway/server/budget"
+	"github.com/flexway/flexway/server/auditlog"
 	"github.com/flexway/flexway/server/call"
+	"github.com/flexway/flexway/server/ledger"
 )
 
 // TestCommitJournalsTheAuditLine: a call the embedded ledger commits

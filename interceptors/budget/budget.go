@@ -31,9 +31,9 @@ import (
 
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
 	"github.com/flexway/flexway/server"
-	ledger "github.com/flexway/flexway/server/budget"
 	"github.com/flexway/flexway/server/call"
 	"github.com/flexway/flexway/server/faults"
+	"github.com/flexway/flexway/server/ledger"
 	"github.com/flexway/flexway/server/routing"
 )
 

@@ -6,11 +6,11 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
-	ibudget "github.com/flexway/flexway/interceptors/budget"
+	"github.com/flexway/flexway/interceptors/budget"
 )
 
 func TestEstimate(t *testing.T) {
-	m := ibudget.New(ibudget.Config{ReserveOutputTokens: 1000, ReserveTokensPerImage: 2048})
+	m := budget.New(budget.Config{ReserveOutputTokens: 1000, ReserveTokensPerImage: 2048})
 	text := func(role, s string) *flexwayv1.ChatMessage {
 		return &flexwayv1.ChatMessage{Role: role, Content: &flexwayv1.ChatMessage_Text{Text: s}}
 	}

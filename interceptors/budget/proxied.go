@@ -9,8 +9,8 @@ import (
 
 	"google.golang.org/grpc"
 
-	ledger "github.com/flexway/flexway/server/budget"
 	"github.com/flexway/flexway/server/call"
+	"github.com/flexway/flexway/server/ledger"
 )
 
 // Proxied is the metering of a proxied specialised-model method, read from

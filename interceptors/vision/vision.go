@@ -1,5 +1,5 @@
 // Package vision is the interceptor that checks the image parts of every
-// chat completion request against the ai.vision policy (server/vision)
+// chat completion request against the ai.vision policy (server/imagecheck)
 // before the service runs: an image over the size limit is
 // INVALID_ARGUMENT with ErrorInfo reason request_too_large (413 on
 // /v1/*), any other refused image INVALID_ARGUMENT with reason
@@ -18,7 +18,7 @@ import (
 	"google.golang.org/grpc"
 
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
-	imagecheck "github.com/flexway/flexway/server/vision"
+	"github.com/flexway/flexway/server/imagecheck"
 )
 
 // UnaryServerInterceptor checks the request of unary calls with c and

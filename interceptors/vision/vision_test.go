@@ -19,7 +19,7 @@ import (
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
 	"github.com/flexway/flexway/interceptors/vision"
 	"github.com/flexway/flexway/server/faults"
-	imagecheck "github.com/flexway/flexway/server/vision"
+	"github.com/flexway/flexway/server/imagecheck"
 )
 
 // policy allows 1000-byte images, data: URIs and one origin.

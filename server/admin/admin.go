@@ -16,8 +16,8 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
-	"github.com/flexway/flexway/server/budget"
 	"github.com/flexway/flexway/server/faults"
+	"github.com/flexway/flexway/server/ledger"
 )
 
 // ServicePrefix is the full-method prefix of the admin service's methods.
@@ -31,20 +31,20 @@ type Accounts interface {
 	Known(tenant, agent string) bool
 	// List returns every account, sorted by tenant then agent, each
 	// tenant (agent "") before its agents.
-	List() []budget.Account
+	List() []ledger.Account
 }
 
 // Service implements [flexwayv1.AdminServiceServer].
 type Service struct {
 	flexwayv1.UnimplementedAdminServiceServer
-	ledger   *budget.Ledger
+	ledger   *ledger.Ledger
 	accounts Accounts
 	backends func() []*flexwayv1.BackendState
 }
 
 // New returns the admin service over the ledger; backends returns the
 // backends' current states, in any order.
-func New(l *budget.Ledger, accounts Accounts, backends func() []*flexwayv1.BackendState) *Service {
+func New(l *ledger.Ledger, accounts Accounts, backends func() []*flexwayv1.BackendState) *Service {
 	return &Service{ledger: l, accounts: accounts, backends: backends}
 }
 
@@ -72,15 +72,15 @@ func (s *Service) ListBackends(context.Context, *flexwayv1.ListBackendsRequest) 
 // An unknown tenant is NOT_FOUND; a ledger that cannot be read is
 // UNAVAILABLE.
 func (s *Service) GetTenantUsage(ctx context.Context, req *flexwayv1.GetTenantUsageRequest) (*flexwayv1.BudgetUsage, error) {
-	return s.usage(ctx, budget.Account{Tenant: req.GetTenant()})
+	return s.usage(ctx, ledger.Account{Tenant: req.GetTenant()})
 }
 
 // GetAgentUsage implements [flexwayv1.AdminServiceServer.GetAgentUsage].
 func (s *Service) GetAgentUsage(ctx context.Context, req *flexwayv1.GetAgentUsageRequest) (*flexwayv1.BudgetUsage, error) {
-	return s.usage(ctx, budget.Account{Tenant: req.GetTenant(), Agent: req.GetAgent()})
+	return s.usage(ctx, ledger.Account{Tenant: req.GetTenant(), Agent: req.GetAgent()})
 }
 
-func (s *Service) usage(ctx context.Context, a budget.Account) (*flexwayv1.BudgetUsage, error) {
+func (s *Service) usage(ctx context.Context, a ledger.Account) (*flexwayv1.BudgetUsage, error) {
 	if a.Tenant == "" {
 		return nil, &faults.Error{Reason: faults.InvalidRequest, Message: "tenant is required", Param: "tenant"}
 	}
@@ -92,11 +92,11 @@ func (s *Service) usage(ctx context.Context, a budget.Account) (*flexwayv1.Budge
 	}
 	caps, err := s.ledger.Usage(ctx, a)
 	if err != nil {
-		if errors.Is(err, budget.ErrNoMarker) {
+		if errors.Is(err, ledger.ErrNoMarker) {
 			// The caller is an operator: say what to do.
-			return nil, faults.Wrap(faults.Unavailable, err, "the budget ledger is unavailable: "+budget.ErrNoMarker.Error())
+			return nil, faults.Wrap(faults.Unavailable, err, "the budget ledger is unavailable: "+ledger.ErrNoMarker.Error())
 		}
-		if errors.Is(err, budget.ErrUnavailable) {
+		if errors.Is(err, ledger.ErrUnavailable) {
 			return nil, faults.Wrap(faults.Unavailable, err, "the budget ledger is unavailable: its store cannot be reached")
 		}
 		return nil, faults.Wrap(faults.Internal, err, "the budget ledger could not be read")

@@ -11,7 +11,7 @@ import (
 const NanoPerEUR = 1_000_000_000
 
 // ParseCost parses an audit cost_eur value into nano-euros, exactly. The
-// value is the audit's fixed form (server/audit's FormatNanoEUR): an
+// value is the audit's fixed form (server/auditlog's FormatNanoEUR): an
 // optional "-", one or more digits, a point and exactly nine digits
 // ("0.000024000"); a "+", an exponent, spaces, fewer or more decimals, or an
 // amount whose nano-euros do not fit an int64 is an error. A negative cost

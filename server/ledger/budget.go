@@ -1,0 +1,312 @@
+package ledger
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/bits"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Cap names one of the three budget caps: [TokensPerDay], [TokensPerMonth]
+// or [EURPerMonth]. The string is the configuration key and the name shown
+// in errors and in the admin API.
+type Cap string
+
+// The three caps. The first cap reached decides.
+const (
+	// TokensPerDay caps input+output tokens per calendar day
+	// ("2026-11-30") in [Policy.Location]. Unit: tokens.
+	TokensPerDay Cap = "tokens_per_day"
+	// TokensPerMonth caps input+output tokens per calendar month
+	// ("2026-11") in [Policy.Location]. Unit: tokens.
+	TokensPerMonth Cap = "tokens_per_month"
+	// EURPerMonth caps spend per calendar month ("2026-11") in
+	// [Policy.Location]. Unit: nano-euros (1e-9 €).
+	EURPerMonth Cap = "eur_per_month"
+)
+
+// Unit is the unit of a cap's limit and usage: [UnitTokens] or [UnitNanoEUR].
+type Unit string
+
+// The units of the caps.
+const (
+	// UnitTokens counts tokens ([TokensPerDay], [TokensPerMonth]).
+	UnitTokens Unit = "tokens"
+	// UnitNanoEUR counts nano-euros, 1e-9 € ([EURPerMonth]).
+	UnitNanoEUR Unit = "nano_eur"
+)
+
+// Unit returns the unit of the cap: [UnitNanoEUR] for [EURPerMonth],
+// [UnitTokens] for the token caps (and for an unknown cap name).
+func (c Cap) Unit() Unit {
+	if c == EURPerMonth {
+		return UnitNanoEUR
+	}
+	return UnitTokens
+}
+
+// Limits are one account's caps. A nil field is no cap. Values are tokens
+// (TokensPerDay, TokensPerMonth) and nano-euros (NanoEURPerMonth); a
+// negative value is treated as 0 (every metered call refused) — the
+// configuration loader is expected to refuse negative caps before that.
+type Limits struct {
+	TokensPerDay    *int64
+	TokensPerMonth  *int64
+	NanoEURPerMonth *int64
+}
+
+// Price is what a backend charges, in nano-euros per million tokens:
+// 0.50 € per million input tokens is Input = 500_000_000.
+type Price struct {
+	Input, Output int64
+}
+
+const perMillion = 1_000_000
+
+// Cost returns the price in nano-euros of a call that used in input and
+// out output tokens: (in*Input + out*Output) / 1e6, rounded up to the next
+// nano-euro for the call as a whole. It is computed in 128-bit integers, so
+// it never overflows; a result beyond [math.MaxInt64] saturates at
+// math.MaxInt64. Negative token counts and negative prices count as 0.
+func (p Price) Cost(in, out int64) int64 {
+	h1, l1 := bits.Mul64(nonNeg(in), nonNeg(p.Input))
+	h2, l2 := bits.Mul64(nonNeg(out), nonNeg(p.Output))
+	lo, c := bits.Add64(l1, l2, 0)
+	hi, _ := bits.Add64(h1, h2, c) // each product < 2^126: no carry out
+	lo, c = bits.Add64(lo, perMillion-1, 0)
+	hi += c
+	if hi >= perMillion { // quotient would not fit in 64 bits
+		return math.MaxInt64
+	}
+	q, _ := bits.Div64(hi, lo, perMillion)
+	if q > math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return int64(q)
+}
+
+func nonNeg(v int64) uint64 {
+	if v < 0 {
+		return 0
+	}
+	return uint64(v)
+}
+
+// Amount is a quantity charged to the caps: Tokens (input+output tokens)
+// against the token caps and NanoEUR (nano-euros) against the euro cap.
+// Negative fields count as 0.
+type Amount struct {
+	Tokens, NanoEUR int64
+}
+
+// Account is who a call is charged to: a tenant, or an agent of a tenant.
+// Agent "" is the tenant itself. An agent's call is held to its own caps
+// and to its tenant's caps.
+type Account struct {
+	Tenant, Agent string
+}
+
+// String renders the account as in messages: `tenant "acme"` or
+// `agent "bot" of tenant "acme"`.
+func (a Account) String() string {
+	if a.Agent == "" {
+		return "tenant " + strconv.Quote(a.Tenant)
+	}
+	return "agent " + strconv.Quote(a.Agent) + " of tenant " + strconv.Quote(a.Tenant)
+}
+
+// Policy is the set of caps a [Ledger] enforces.
+type Policy struct {
+	// Default applies to every tenant unless overridden in Tenants.
+	Default Limits
+	// Tenants overrides Default per tenant name, cap by cap.
+	Tenants map[string]TenantPolicy
+	// Soft is the fraction of each cap, in (0,1], at or past which an
+	// account is in the soft state (Flexway-Budget: soft). It is used with a
+	// precision of 1e-6. 0 (unset), a negative value, a value above 1 or NaN
+	// mean 1: soft only at the cap itself.
+	Soft float64
+	// Location is where days and months roll over; nil means UTC.
+	Location *time.Location
+}
+
+// TenantPolicy is one tenant's override.
+type TenantPolicy struct {
+	// Limits overrides Default cap by cap: a nil field inherits Default's.
+	Limits Limits
+	// Agents are agents' own caps, enforced in addition to the tenant's.
+	// They do not inherit Default: a nil field is no cap of the agent's own.
+	Agents map[string]Limits
+}
+
+// Options tune a [Ledger].
+type Options struct {
+	// Now is the clock; nil means time.Now. Periods and reservation
+	// deadlines are computed from it (and passed to the store, so a Redis
+	// store expires reservations by this clock, not by the server's).
+	Now func() time.Time
+	// ReservationTTL is the lease of a reservation: how long it holds
+	// budget unless committed, released or renewed; the ledger renews the
+	// leases of the reservations it holds every third of it, so only a
+	// holder that died (or cannot reach the store) lets one expire, and its
+	// amount is then available again. 0 or negative means [LeaseTTL] (30 s).
+	ReservationTTL time.Duration
+}
+
+// ErrUnavailable is wrapped by every error caused by the store being
+// unreachable or unusable: Redis down or failing, a Redis ledger without its
+// marker (see [ErrNoMarker]), an embedded file locked by another process,
+// unreadable or closed. Callers should refuse metered calls (503) rather than
+// serve them unmetered. Messages never contain a Redis password.
+var ErrUnavailable = errors.New("budget ledger unavailable")
+
+// ErrNotDurable is wrapped (together with [ErrUnavailable]) by
+// [Ledger.Commit] when the embedded ledger counted the usage in memory but
+// could not write it to disk (a full or unwritable disk). The process keeps
+// it and writes it at the next checkpoint that can write; a crash before
+// then loses it. The reservation is settled: retrying the Commit changes
+// nothing. Until the ledger can write again, new metered calls are refused.
+var ErrNotDurable = errors.New("usage counted in memory, not yet written to disk")
+
+// ErrNoMarker is wrapped (together with [ErrUnavailable]) when a Redis
+// ledger has no marker key: the Redis is new and was never initialised with
+// [InitRedis], or it lost its data. Metered calls must be refused until the
+// operator runs `flexway ledger init` (new ledger) or restores the data.
+var ErrNoMarker = errors.New("the Redis ledger has no marker — it is new or lost its data; run `flexway ledger init` for a new one, or restore its data; metered calls are refused until then")
+
+// ErrRolledBack is wrapped (together with [ErrUnavailable]) once a Redis
+// ledger was found to hold fewer commits than a replica had seen: its
+// commit sequence went back (Redis restarted from an RDB snapshot or an
+// AOF that missed its last writes, a failover promoted a replica that
+// lagged, or a backup was restored). The budget it holds is then too low,
+// so every replica refuses metered calls until an operator checks it and
+// runs `flexway ledger accept-rollback` ([AcceptRedisRollback]).
+var ErrRolledBack = errors.New("the Redis ledger went back in time: it lost commits that replicas had seen (a restart from an older RDB snapshot or an AOF without its last writes, a failover to a replica that lagged, or a restored backup); metered calls are refused until an operator checks it and runs `flexway ledger accept-rollback`")
+
+// ExceededError reports a hard cap: the account's usage (committed plus
+// reserved) reached its limit ([Ledger.Check]) or would pass it with the
+// amount asked for ([Ledger.Reserve]). Its message is safe to show the
+// caller.
+type ExceededError struct {
+	// Account is the account of the call.
+	Account Account
+	// Scope is "tenant" when the tenant's cap refused, "agent" when the
+	// agent's own cap did.
+	Scope string
+	// Cap is the cap that refused.
+	Cap Cap
+	// Period is the cap's current period: "2026-11-30" for a day cap,
+	// "2026-11" for a month cap, in [Policy.Location].
+	Period string
+	// Limit is the cap in its unit ([Cap.Unit]: tokens or nano-euros).
+	Limit int64
+	// Used is committed+reserved usage of that cap's bucket at the time of
+	// the refusal, in the same unit, not counting the refused amount.
+	Used int64
+	// Requested is the amount the refused reservation asked of that cap,
+	// in its unit; 0 when the cap was found already reached ([Ledger.Check]).
+	Requested int64
+	// RetryAfter is the time from the ledger's Now to the rollover of the
+	// cap's period: the next midnight, or the first of the next month, in
+	// [Policy.Location]; when ByReservations, the time until enough of the
+	// reservations' leases end (at most the lease, [LeaseTTL]).
+	RetryAfter time.Duration
+	// ByReservations is true when the refusal is caused by reservations
+	// (calls in flight): the cap would fit the call (Reserve) or would not
+	// be reached (Check) if nothing were reserved. It lasts until those
+	// calls commit or release, or their leases end; retrying after
+	// RetryAfter may succeed.
+	ByReservations bool
+	// Reserved is, when ByReservations, the part of Used held by
+	// reservations, in the cap's unit.
+	Reserved int64
+}
+
+// Error returns e.g. `tenant "acme" reached its tokens_per_day cap
+// (100 tokens) for 2026-11-30; it resets in 3h12m`, or, when the cap is not
+// reached but this call's reservation does not fit in what is left,
+// `tenant "acme" has 40 tokens left of its tokens_per_day cap (100 tokens)
+// for 2026-11-30, less than this call may use (1100 tokens: ...); it resets
+// in 3h12m`, or, when the call alone is bigger than the cap, a message
+// saying so without a wait. When ByReservations, the wait is the
+// reservations': `...; 60 tokens of it are held by calls in flight, whose
+// reservations end or are settled within 20s`.
+func (e *ExceededError) Error() string {
+	who := "tenant " + strconv.Quote(e.Account.Tenant)
+	if e.Scope == "agent" {
+		who = "agent " + strconv.Quote(e.Account.Agent) + " of tenant " + strconv.Quote(e.Account.Tenant)
+	}
+	u := e.Cap.Unit()
+	if e.Requested > e.Limit {
+		return fmt.Sprintf("this call may use %s (its input and output allowance), more than %s's whole %s cap (%s): lower max_tokens or send less",
+			formatQuantity(u, e.Requested), who, e.Cap, formatQuantity(u, e.Limit))
+	}
+	if e.ByReservations {
+		held := fmt.Sprintf("%s of it are held by calls in flight, whose reservations end or are settled within %s", formatQuantity(u, e.Reserved), formatWait(e.RetryAfter))
+		if e.Requested > 0 && e.Used < e.Limit {
+			return fmt.Sprintf("%s has %s left of its %s cap (%s) for %s, less than this call may use (%s: its input and output allowance, max_tokens or the configured default); %s",
+				who, formatQuantity(u, e.Limit-e.Used), e.Cap, formatQuantity(u, e.Limit), e.Period, formatQuantity(u, e.Requested), held)
+		}
+		return fmt.Sprintf("%s reached its %s cap (%s) for %s; %s", who, e.Cap, formatQuantity(u, e.Limit), e.Period, held)
+	}
+	if e.Requested > 0 && e.Used < e.Limit {
+		return fmt.Sprintf("%s has %s left of its %s cap (%s) for %s, less than this call may use (%s: its input and output allowance, max_tokens or the configured default); it resets in %s",
+			who, formatQuantity(u, e.Limit-e.Used), e.Cap, formatQuantity(u, e.Limit), e.Period, formatQuantity(u, e.Requested), formatWait(e.RetryAfter))
+	}
+	return fmt.Sprintf("%s reached its %s cap (%s) for %s; it resets in %s",
+		who, e.Cap, formatQuantity(u, e.Limit), e.Period, formatWait(e.RetryAfter))
+}
+
+// formatQuantity renders 100 tokens as "100 tokens" and 50e9 nano-euros as
+// "50.00 EUR" (exact: as many decimals as needed, at least two).
+func formatQuantity(u Unit, v int64) string {
+	if u == UnitTokens {
+		return strconv.FormatInt(v, 10) + " tokens"
+	}
+	return FormatEUR(v) + " EUR"
+}
+
+// FormatEUR renders nano-euros as an exact decimal number of euros with at
+// least two decimals and no trailing zeros beyond them: 50_000_000_000 →
+// "50.00", 24_000 → "0.000024", -1_500_000_000 → "-1.50".
+func FormatEUR(nano int64) string {
+	neg := nano < 0
+	u := uint64(nano)
+	if neg {
+		u = -u
+	}
+	frac := fmt.Sprintf("%09d", u%1_000_000_000)
+	frac = strings.TrimRight(frac, "0")
+	for len(frac) < 2 {
+		frac += "0"
+	}
+	s := strconv.FormatUint(u/1_000_000_000, 10) + "." + frac
+	if neg {
+		return "-" + s
+	}
+	return s
+}
+
+// formatWait renders a wait rounded up: "45s", "12m", "3h12m", "17d4h5m".
+func formatWait(d time.Duration) string {
+	if d <= 0 {
+		return "0s"
+	}
+	if d < time.Minute {
+		return strconv.FormatInt(int64((d+time.Second-1)/time.Second), 10) + "s"
+	}
+	m := int64((d + time.Minute - 1) / time.Minute)
+	days, hours, mins := m/(24*60), m/60%24, m%60
+	var b strings.Builder
+	if days > 0 {
+		b.WriteString(strconv.FormatInt(days, 10) + "d")
+	}
+	if days > 0 || hours > 0 {
+		b.WriteString(strconv.FormatInt(hours, 10) + "h")
+	}
+	b.WriteString(strconv.FormatInt(mins, 10) + "m")
+	return b.String()
+}
