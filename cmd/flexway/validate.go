@@ -14,17 +14,8 @@ import (
 // Errors make it fail (exit 1); warnings alone do not.
 func validate(path string, stdout io.Writer) error {
 	cfg, warnings, err := config.Load(path)
-	for _, w := range warnings {
-		fmt.Fprintln(stdout, w.Error()) // "file:line: warning: path: message"
-	}
+	config.PrintProblems(stdout, warnings, err)
 	if err != nil {
-		if ps, ok := err.(config.Problems); ok {
-			for _, p := range ps {
-				fmt.Fprintln(stdout, "error:", p.Error())
-			}
-		} else {
-			fmt.Fprintln(stdout, "error:", err)
-		}
 		return errSilent
 	}
 	gw, err := build(cfg, slog.New(slog.DiscardHandler), nil, nil)

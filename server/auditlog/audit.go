@@ -276,8 +276,7 @@ func (w *Writer) Write(l *Line) error {
 	if l == nil {
 		return errors.New("audit: nil line")
 	}
-	if !encodable(l) {
-		_, err := marshalLine(l)
+	if err := encodeError(l); err != nil {
 		return err
 	}
 	w.mu.Lock()

@@ -26,8 +26,7 @@ func AppendEncoded(dst []byte, l *Line) ([]byte, error) {
 	if l == nil {
 		return dst, errors.New("audit: nil line")
 	}
-	if !encodable(l) {
-		_, err := marshalLine(l)
+	if err := encodeError(l); err != nil {
 		return dst, err
 	}
 	return appendLine(dst, l), nil

@@ -12,7 +12,7 @@ import (
 	"strconv"
 	"strings"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // Load reads, decodes, defaults, checks and resolves the configuration file
@@ -157,6 +157,13 @@ func openable(path string) error {
 // be a field (by its yaml tag), every value must fit its field. It records
 // the line of every key path it meets and keeps going after an error, so
 // that one pass reports all of them.
+//
+// The YAML library parses (syntax errors, anchors, tags) and decodes each
+// scalar; the walk over the tree stays here because the library's own
+// strict decoding (KnownFields) reports "line 12: field timeuot not found
+// in type config.Backend", with neither the key path nor a near key,
+// truncates 30.7 into an integer, and names no key path for a value that
+// does not fit.
 type decoder struct {
 	lines    map[string]int // key path → line of the key (or list item)
 	problems Problems

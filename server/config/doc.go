@@ -27,7 +27,7 @@
 // "file:PATH". Money is converted to integer nano-euros (10⁻⁹ €) by the
 // methods of [Caps] and [Price]; floats are never accumulated.
 //
-// The package imports only the standard library and gopkg.in/yaml.v3, never
+// The package imports only the standard library and go.yaml.in/yaml/v3, never
 // the packages it configures (routing, budget, backends, audit, telemetry):
 // they read a *Config, not the other way round.
 package config

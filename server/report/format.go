@@ -101,7 +101,7 @@ func (r *Report) WriteCSV(w io.Writer) error {
 // WriteJSON writes an array of objects, one per group with its --by keys
 // and values, then the total with "total": true and no keys (and, under
 // --skip-bad, "bad_lines_skipped": the number of bad lines left out).
-// Counts are integers and euros exact decimal strings:
+// Counts are integers and euros exact decimal strings, one object a line:
 //
 //	[
 //	  {"tenant":"acme","calls":2,...,"cost_eur":"0.000024",...},
@@ -110,47 +110,74 @@ func (r *Report) WriteCSV(w io.Writer) error {
 func (r *Report) WriteJSON(w io.Writer) error {
 	bw := bufio.NewWriter(w)
 	bw.WriteString("[\n")
-	object := func(keys []string, t *Totals) {
-		bw.WriteString("  {")
-		sep := ""
-		for i, k := range keys {
-			bw.WriteString(sep)
-			writeJSONString(bw, string(r.By[i]))
-			bw.WriteByte(':')
-			writeJSONString(bw, k)
-			sep = ","
-		}
-		if keys == nil {
-			bw.WriteString(`"total":true`)
-			sep = ","
-		}
-		for i, v := range t.values() {
-			bw.WriteString(sep)
-			sep = ","
-			bw.WriteString(`"` + columns[i] + `":`)
-			if isCost(i) {
-				writeJSONString(bw, v)
-			} else {
-				bw.WriteString(v)
-			}
-		}
-		if keys == nil && r.SkipBad {
-			bw.WriteString(`,"bad_lines_skipped":` + strconv.FormatInt(r.BadLines, 10))
-		}
-		bw.WriteString("}")
-	}
 	for _, row := range r.Rows {
-		object(row.Keys, &row.Totals)
+		if err := r.writeJSONObject(bw, row.Keys, row.Totals.jsonValues()); err != nil {
+			return err
+		}
 		bw.WriteString(",\n")
 	}
-	object(nil, &r.Total)
+	total := r.Total.jsonValues()
+	total.Total = true
+	if r.SkipBad {
+		total.BadLinesSkipped = &r.BadLines
+	}
+	if err := r.writeJSONObject(bw, nil, total); err != nil {
+		return err
+	}
 	bw.WriteString("\n]\n")
 	return bw.Flush()
 }
 
-func writeJSONString(w *bufio.Writer, s string) {
-	b, _ := json.Marshal(s) // a string always marshals
-	w.Write(b)
+// writeJSONObject writes "  {" then the --by keys in order (their names are
+// not known until run time, so no struct holds them), then v's fields, "}".
+func (r *Report) writeJSONObject(bw *bufio.Writer, keys []string, v jsonValues) error {
+	bw.WriteString("  {")
+	for i, k := range keys {
+		name, _ := json.Marshal(string(r.By[i])) // a string always marshals
+		value, _ := json.Marshal(k)
+		bw.Write(name)
+		bw.WriteByte(':')
+		bw.Write(value)
+		bw.WriteByte(',')
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	bw.Write(b[1:]) // without its "{": it continues the keys' object
+	return nil
+}
+
+// jsonValues are a group's values in --format json, in the order of
+// [columns]: counts as integers, euros as exact decimal strings.
+type jsonValues struct {
+	// Total marks the last object, the total (it has no --by keys).
+	Total            bool   `json:"total,omitempty"`
+	Calls            int64  `json:"calls"`
+	InputTokens      int64  `json:"input_tokens"`
+	OutputTokens     int64  `json:"output_tokens"`
+	CostEUR          string `json:"cost_eur"`
+	CostLocalEUR     string `json:"cost_local_eur"`
+	CostUpstreamEUR  string `json:"cost_upstream_eur"`
+	EstimatedCalls   int64  `json:"estimated_calls"`
+	CostEstimatedEUR string `json:"cost_estimated_eur"`
+	// BadLinesSkipped is set on the total under --skip-bad: the number of
+	// bad lines left out.
+	BadLinesSkipped *int64 `json:"bad_lines_skipped,omitempty"`
+}
+
+// jsonValues returns t as --format json writes it.
+func (t *Totals) jsonValues() jsonValues {
+	return jsonValues{
+		Calls:            t.Calls,
+		InputTokens:      t.InputTokens,
+		OutputTokens:     t.OutputTokens,
+		CostEUR:          FormatEUR(t.CostNano),
+		CostLocalEUR:     FormatEUR(t.LocalCostNano),
+		CostUpstreamEUR:  FormatEUR(t.UpstreamCostNano),
+		EstimatedCalls:   t.EstimatedCalls,
+		CostEstimatedEUR: FormatEUR(t.EstimatedCostNano),
+	}
 }
 
 // tableHeads are the value columns' titles in the table.
@@ -164,6 +191,11 @@ var tableHeads = []string{
 // rows with keys left-aligned (an empty key shows as "-") and numbers
 // right-aligned, euros exact and aligned on the decimal point, a TOTAL row,
 // and a note on estimated usage when there is some.
+//
+// The columns are aligned here, not by text/tabwriter: a tabwriter aligns
+// every column the same way (left, or right with AlignRight), and this
+// table aligns keys left and numbers right, and draws the rule above TOTAL
+// across the widths it computes.
 func (r *Report) WriteTable(w io.Writer) error {
 	bw := bufio.NewWriter(w)
 	by := make([]string, len(r.By))

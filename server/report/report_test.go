@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -424,5 +426,20 @@ func TestOverflowFails(t *testing.T) {
 	rep, err := Compute(Query{Audit: p, To: time.Now(), By: []Dimension{Tenant}})
 	if err != nil || rep.Total.CostNano != 0 || rep.Total.LocalCostNano != 0 || rep.Total.Calls != 2 {
 		t.Errorf("refund: %v %+v", err, rep)
+	}
+}
+
+// TestJSONValuesFollowColumns: the json names of jsonValues, between total
+// and bad_lines_skipped, are columns in order, so that csv and json agree.
+func TestJSONValuesFollowColumns(t *testing.T) {
+	typ := reflect.TypeFor[jsonValues]()
+	var names []string
+	for i := range typ.NumField() {
+		name, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")
+		names = append(names, name)
+	}
+	want := append(append([]string{"total"}, columns...), "bad_lines_skipped")
+	if !slices.Equal(names, want) {
+		t.Errorf("jsonValues fields %q, want %q", names, want)
 	}
 }
