@@ -10,7 +10,9 @@ import (
 // BenchmarkCompose measures what composing eight interceptors that do
 // nothing but call on costs one call: the chain's own overhead.
 func BenchmarkCompose(b *testing.B) {
-	pass := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) { return h(ctx, req) }
+	pass := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		return h(ctx, req)
+	}
 	ints := make([]grpc.UnaryServerInterceptor, 8)
 	for i := range ints {
 		ints[i] = pass
