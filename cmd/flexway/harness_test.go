@@ -149,14 +149,14 @@ func startGatewayLog(t testing.TB, cfg string, stderr *syncBuffer) *testGW {
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// The test's own listeners, bound before serve starts: no port is
+	// guessed, and the addresses are known before the gateway is built.
+	grpcLis, httpLis := listen(t), listen(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	g := &testGW{stop: cancel, done: make(chan error, 1)}
+	g := &testGW{stop: cancel, done: make(chan error, 1), HTTP: "http://" + httpLis.Addr().String(), GRPC: grpcLis.Addr().String()}
 	ready := make(chan struct{})
 	go func() {
-		g.done <- serve(ctx, path, io.Discard, stderr, func(h, gr string) {
-			g.HTTP, g.GRPC = "http://"+h, gr
-			close(ready)
-		})
+		g.done <- serve(ctx, path, io.Discard, stderr, serveEnv{GRPC: grpcLis, HTTP: httpLis, Ready: func(string, string) { close(ready) }})
 	}()
 	select {
 	case <-ready:
@@ -177,6 +177,18 @@ func startGatewayLog(t testing.TB, cfg string, stderr *syncBuffer) *testGW {
 		}
 	})
 	return g
+}
+
+// listen opens a loopback listener on a port the kernel picks; serve
+// closes it, and so does the test's end if serve never ran.
+func listen(t testing.TB) net.Listener {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
 }
 
 // syncBuffer is a bytes.Buffer safe for concurrent writes.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flexway/flexway/cmd/flexway/gateway"
 	"github.com/flexway/flexway/server/ledger"
 )
 
@@ -28,7 +29,7 @@ func TestMain(m *testing.M) {
 		// A test's short reservation lease (testLeaseEnv), for the
 		// replica-kill tests; production binaries have no such hook.
 		if v, err := time.ParseDuration(os.Getenv(testLeaseEnv)); err == nil {
-			ledgerLease = v
+			tuneOptions = func(o *gateway.Options) { o.ReservationTTL = v }
 		}
 		main()
 		os.Exit(0)

@@ -352,7 +352,7 @@ func TestServeTLSFilesRefused(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			err := serve(ctx, path, io.Discard, io.Discard, func(string, string) { t.Error("serve started listening") })
+			err := serve(ctx, path, io.Discard, io.Discard, serveEnv{Ready: func(string, string) { t.Error("serve started listening") }})
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("serve: %v, want an error containing %q", err, tc.want)
 			}

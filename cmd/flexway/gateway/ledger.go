@@ -1,25 +1,15 @@
-package main
+package gateway
 
 import (
 	"context"
 	"crypto/rand"
 	"fmt"
-	"io"
 	"log/slog"
-	"strings"
-	"time"
 
 	"github.com/flexway/flexway/server/auditlog"
 	"github.com/flexway/flexway/server/config"
 	"github.com/flexway/flexway/server/ledger"
 )
-
-// ledgerClock, when set by a test, is the ledger's clock.
-var ledgerClock func() time.Time
-
-// ledgerLease, when set by a test, is the reservations' lease (else
-// budget.LeaseTTL).
-var ledgerLease time.Duration
 
 // openLedger opens ai.budget.store and returns the ledger over it with the
 // configured caps. The embedded store is a file only one process may hold;
@@ -33,8 +23,8 @@ var ledgerLease time.Duration
 // last commits) are one replica's, and opening it after a crash rebuilds
 // the audit lines of its last commits Redis holds, as for the embedded
 // store.
-// log may be nil.
-func openLedger(ctx context.Context, cfg *config.Config, log *slog.Logger) (*ledger.Ledger, error) {
+// log may be nil; o are the ledger's options (a test's clock and lease).
+func openLedger(ctx context.Context, cfg *config.Config, log *slog.Logger, o ledger.Options) (*ledger.Ledger, error) {
 	p, err := ledgerPolicy(cfg)
 	if err != nil {
 		return nil, err
@@ -58,7 +48,7 @@ func openLedger(ctx context.Context, cfg *config.Config, log *slog.Logger) (*led
 	if err != nil {
 		return nil, fmt.Errorf("ai.budget.store: %w", err)
 	}
-	return ledger.New(p, store, ledger.Options{Now: ledgerClock, ReservationTTL: ledgerLease}), nil
+	return ledger.New(p, store, o), nil
 }
 
 // rebuildAudit returns the receiver of the notes a ledger kept after a
@@ -133,62 +123,6 @@ func promptOverheads(cfg *config.Config) map[string]int64 {
 		m[name] = b.PromptOverheadTokens
 	}
 	return m
-}
-
-// ledgerInit writes the marker of a new Redis ledger. It refuses an
-// embedded store (which needs no initialisation) and says whether the
-// marker was already there. A Redis that lost its data gets a new marker
-// too: restore its data first if you have it.
-func ledgerInit(ctx context.Context, path string, stdout, stderr io.Writer) error {
-	cfg, _, err := loadConfig(path, stderr)
-	if err != nil {
-		return err
-	}
-	s := cfg.AI.Budget.Store
-	if s.Type != config.StoreRedis {
-		fmt.Fprintf(stderr, "flexway ledger init: ai.budget.store.type is %s; only a redis ledger needs initialising\n", s.Type)
-		return errSilent
-	}
-	created, err := ledger.InitRedis(ctx, s.URL)
-	if err != nil {
-		fmt.Fprintf(stderr, "flexway ledger init: %v\n", err)
-		return errSilent
-	}
-	if created {
-		fmt.Fprintln(stdout, "flexway ledger init: marker written; the Redis ledger is ready")
-	} else {
-		fmt.Fprintln(stdout, "flexway ledger init: the Redis ledger was already initialised; nothing changed")
-	}
-	return nil
-}
-
-// ledgerAcceptRollback accepts the Redis ledger's current state after a
-// rollback was reported (Redis lost commits replicas had seen): it starts
-// a new epoch of the commit sequence, so that replicas meter again from
-// what Redis holds now. It says what it found; the commits Redis lost are
-// not brought back (restore them from a backup first if you have one).
-func ledgerAcceptRollback(ctx context.Context, path string, stdout, stderr io.Writer) error {
-	cfg, _, err := loadConfig(path, stderr)
-	if err != nil {
-		return err
-	}
-	s := cfg.AI.Budget.Store
-	if s.Type != config.StoreRedis {
-		fmt.Fprintf(stderr, "flexway ledger accept-rollback: ai.budget.store.type is %s; only a redis ledger can be rolled back under its replicas\n", s.Type)
-		return errSilent
-	}
-	found, epoch, err := ledger.AcceptRedisRollback(ctx, s.URL)
-	if err != nil {
-		fmt.Fprintf(stderr, "flexway ledger accept-rollback: %v\n", err)
-		return errSilent
-	}
-	if f := strings.Fields(found.RolledBack); len(f) == 4 {
-		fmt.Fprintf(stdout, "flexway ledger accept-rollback: Redis holds commit %d of epoch %d; a replica had seen commit %s of epoch %s: the commits between are lost\n", found.Seq, found.Epoch, f[3], f[2])
-	} else {
-		fmt.Fprintf(stdout, "flexway ledger accept-rollback: no replica had reported a rollback; Redis holds commit %d of epoch %d\n", found.Seq, found.Epoch)
-	}
-	fmt.Fprintf(stdout, "flexway ledger accept-rollback: accepted as it is (new epoch %d); replicas meter again from it at their next call, and replay the commits they journaled\n", epoch)
-	return nil
 }
 
 // openAudit opens audit.path with audit.hash_key; onFailure is told why
