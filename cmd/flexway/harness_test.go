@@ -100,38 +100,6 @@ func freePort(t testing.TB) string {
 	return ""
 }
 
-// baseConfig is a configuration with one openai backend "main" at
-// upstreamURL; extra is appended under ai.backends.main.
-func baseConfig(t testing.TB, upstreamURL, extra string) string {
-	t.Helper()
-	return fmt.Sprintf(`
-server:
-  http: %s
-  grpc: %s
-identity:
-  api_keys:
-    - name: acme-bot
-      key: env:FLEXWAY_TEST_KEY
-      tenant: acme
-      agent: bot
-ai:
-  backend: main
-  backends:
-    main:
-      url: %s/v1
-      auth: {type: bearer, secret: env:FLEXWAY_TEST_UPSTREAM_TOKEN}
-      models: [m-large, m-small]
-      default_model: m-small
-      capabilities: [chat, embeddings]
-      timeout: 2s
-      idle_timeout: 2s
-%s
-audit:
-  path: audit.jsonl
-  hash_key: env:FLEXWAY_TEST_KEY
-`, freePort(t), freePort(t), upstreamURL, extra)
-}
-
 // startGateway writes cfg to a temporary file and runs serve on it until
 // the test ends.
 func startGateway(t testing.TB, cfg string) *testGW {
