@@ -6,12 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"slices"
 	"strings"
 
 	"buf.build/go/protovalidate"
-	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
-	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/selector"
 	"google.golang.org/grpc"
 
 	"github.com/flexway/flexway/interceptors/audit"
@@ -68,10 +67,15 @@ type Config struct {
 //
 // Health checks and reflection (grpc.health.v1, grpc.reflection.*) skip
 // identity and validation: they carry no tenant's traffic.
+//
+// The onion is composed once, in [New]: each interceptor's next handler is
+// built then, not per call (see composeUnary).
 type Chain struct {
-	// Unary and Stream are the interceptors, outermost first.
-	Unary  []grpc.UnaryServerInterceptor
-	Stream []grpc.StreamServerInterceptor
+	// unary and stream run the whole onion; exemptUnary and exemptStream
+	// the part health, reflection and the admin service pass (recovery
+	// and admin).
+	unary, exemptUnary   grpc.UnaryServerInterceptor
+	stream, exemptStream grpc.StreamServerInterceptor
 }
 
 // New builds the chain for c.
@@ -97,13 +101,12 @@ func New(c Config) (*Chain, error) {
 	if c.OperationNamer != nil {
 		idOpts = append(idOpts, identity.WithOperationNamer(c.OperationNamer))
 	}
-	guarded := selector.MatchFunc(func(_ context.Context, cm interceptors.CallMeta) bool {
-		return !exempt(cm.FullMethod())
-	})
-	// One selector guards the tenant-facing interceptors: the selector
-	// builds the call's metadata on every call, once is enough.
-	unary := []grpc.UnaryServerInterceptor{identity.UnaryServerInterceptor(c.Keys, idOpts...)}
-	stream := []grpc.StreamServerInterceptor{identity.StreamServerInterceptor(c.Keys, idOpts...)}
+	adminUnary, adminStream := admin.Authorize(c.AdminKeySum)
+	outerUnary := []grpc.UnaryServerInterceptor{recovery.UnaryServerInterceptor(rec), adminUnary}
+	outerStream := []grpc.StreamServerInterceptor{recovery.StreamServerInterceptor(rec), adminStream}
+	// The tenant-facing interceptors, which exempt methods skip.
+	unary := append(slices.Clip(outerUnary), identity.UnaryServerInterceptor(c.Keys, idOpts...))
+	stream := append(slices.Clip(outerStream), identity.StreamServerInterceptor(c.Keys, idOpts...))
 	if c.Audit != nil {
 		unary = append(unary, audit.UnaryServerInterceptor(*c.Audit))
 		stream = append(stream, audit.StreamServerInterceptor(*c.Audit))
@@ -118,55 +121,37 @@ func New(c Config) (*Chain, error) {
 		unary = append(unary, c.Budget.UnaryServerInterceptor())
 		stream = append(stream, c.Budget.StreamServerInterceptor())
 	}
-	adminUnary, adminStream := admin.Authorize(c.AdminKeySum)
 	return &Chain{
-		Unary: []grpc.UnaryServerInterceptor{
-			recovery.UnaryServerInterceptor(rec),
-			adminUnary,
-			selector.UnaryServerInterceptor(composeUnary(unary...), guarded),
-		},
-		Stream: []grpc.StreamServerInterceptor{
-			recovery.StreamServerInterceptor(rec),
-			adminStream,
-			selector.StreamServerInterceptor(composeStream(stream...), guarded),
-		},
+		unary: composeUnary(unary...), exemptUnary: composeUnary(outerUnary...),
+		stream: composeStream(stream...), exemptStream: composeStream(outerStream...),
 	}, nil
 }
 
-// ServerOptions returns the chain as gRPC server options.
+// ServerOptions returns the chain as gRPC server options: one interceptor
+// of each kind, appended to those the server chains before it.
 func (c *Chain) ServerOptions() []grpc.ServerOption {
-	return []grpc.ServerOption{grpc.ChainUnaryInterceptor(c.Unary...), grpc.ChainStreamInterceptor(c.Stream...)}
+	return []grpc.ServerOption{grpc.ChainUnaryInterceptor(c.UnaryInterceptor()), grpc.ChainStreamInterceptor(c.StreamInterceptor())}
 }
 
 // UnaryInterceptor returns the unary chain as one interceptor, for
 // channels that take a single one (an in-process channel).
-func (c *Chain) UnaryInterceptor() grpc.UnaryServerInterceptor { return composeUnary(c.Unary...) }
-
-// StreamInterceptor returns the stream chain as one interceptor, for
-// channels that take a single one (an in-process channel).
-func (c *Chain) StreamInterceptor() grpc.StreamServerInterceptor { return composeStream(c.Stream...) }
-
-// composeUnary runs ints as one interceptor, the first outermost.
-func composeUnary(ints ...grpc.UnaryServerInterceptor) grpc.UnaryServerInterceptor {
+func (c *Chain) UnaryInterceptor() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		next := handler
-		for i := len(ints) - 1; i >= 0; i-- {
-			in, inner := ints[i], next
-			next = func(ctx context.Context, req any) (any, error) { return in(ctx, req, info, inner) }
+		if exempt(info.FullMethod) {
+			return c.exemptUnary(ctx, req, info, handler)
 		}
-		return next(ctx, req)
+		return c.unary(ctx, req, info, handler)
 	}
 }
 
-// composeStream runs ints as one interceptor, the first outermost.
-func composeStream(ints ...grpc.StreamServerInterceptor) grpc.StreamServerInterceptor {
+// StreamInterceptor returns the stream chain as one interceptor, for
+// channels that take a single one (an in-process channel).
+func (c *Chain) StreamInterceptor() grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		next := handler
-		for i := len(ints) - 1; i >= 0; i-- {
-			in, inner := ints[i], next
-			next = func(srv any, ss grpc.ServerStream) error { return in(srv, ss, info, inner) }
+		if exempt(info.FullMethod) {
+			return c.exemptStream(srv, ss, info, handler)
 		}
-		return next(srv, ss)
+		return c.stream(srv, ss, info, handler)
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -15,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flexway/flexway/server/auditlog"
+	"github.com/flexway/flexway/cmd/flexway/gateway"
 	"github.com/flexway/flexway/server/config"
 	"github.com/flexway/flexway/server/ledger"
 )
@@ -129,7 +128,7 @@ func BenchmarkChatCompletionHandler(b *testing.B) {
 				req.Header.Set("Content-Type", "application/json")
 				rec := httptest.NewRecorder()
 				start := time.Now()
-				gw.http.ServeHTTP(rec, req)
+				gw.Handler().ServeHTTP(rec, req)
 				took = append(took, time.Since(start))
 				if rec.Code != http.StatusOK {
 					b.Fatalf("status %d: %s", rec.Code, rec.Body)
@@ -162,11 +161,11 @@ func BenchmarkOversizedBodyRefused(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	gw, err := build(cfg, slog.New(slog.DiscardHandler), nil, nil)
+	gw, err := gateway.New(gateway.Options{Config: cfg, SkipLedger: true, SkipAudit: true})
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(gw.close)
+	b.Cleanup(func() { _ = gw.Close() })
 	body := []byte(`{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("x", 25<<20) + `"}]}`)
 	for _, known := range []bool{true, false} {
 		b.Run(fmt.Sprintf("content-length=%v", known), func(b *testing.B) {
@@ -178,7 +177,7 @@ func BenchmarkOversizedBodyRefused(b *testing.B) {
 				}
 				req.Header.Set("Authorization", "Bearer "+demoKey)
 				rec := httptest.NewRecorder()
-				gw.http.ServeHTTP(rec, req)
+				gw.Handler().ServeHTTP(rec, req)
 				if rec.Code != http.StatusRequestEntityTooLarge {
 					b.Fatalf("status %d", rec.Code)
 				}
@@ -221,10 +220,10 @@ func BenchmarkAuditAndMetricsAdded(b *testing.B) {
 			text += metricOff
 		}
 		gw := benchGateway(b, text, true, v.audited)
-		if gw.metrics.Exporting() != v.metric {
-			b.Fatalf("%s: metrics exporting = %v", v.name, gw.metrics.Exporting())
+		if gw.Metrics().Exporting() != v.metric {
+			b.Fatalf("%s: metrics exporting = %v", v.name, gw.Metrics().Exporting())
 		}
-		handlers[i] = gw.http
+		handlers[i] = gw.Handler()
 	}
 
 	call := func(h http.Handler) time.Duration {
@@ -265,7 +264,7 @@ func BenchmarkAuditAndMetricsAdded(b *testing.B) {
 // does, minus the listeners: the gRPC core is reached on the in-process
 // channel only. ledger opens the configured budget ledger, audited the
 // configured audit log; everything is closed when b ends.
-func benchGateway(b *testing.B, text string, withLedger, audited bool) *gateway {
+func benchGateway(b *testing.B, text string, withLedger, audited bool) *gateway.Gateway {
 	b.Helper()
 	path := filepath.Join(b.TempDir(), "flexway.yaml")
 	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
@@ -275,24 +274,10 @@ func benchGateway(b *testing.B, text string, withLedger, audited bool) *gateway 
 	if err != nil {
 		b.Fatal(err)
 	}
-	var led *ledger.Ledger
-	if withLedger {
-		if led, err = openLedger(context.Background(), cfg, nil); err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { led.Close() })
-	}
-	var aw *auditlog.Writer
-	if audited {
-		if aw, err = openAudit(cfg, slog.New(slog.DiscardHandler), nil); err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { aw.Close() })
-	}
-	gw, err := build(cfg, slog.New(slog.DiscardHandler), led, aw)
+	gw, err := gateway.New(gateway.Options{Config: cfg, SkipLedger: !withLedger, SkipAudit: !audited})
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(gw.close)
+	b.Cleanup(func() { _ = gw.Close() })
 	return gw
 }

@@ -33,53 +33,6 @@ import (
 // testAdminKey is server.admin_key in budget test configs.
 const testAdminKey = "adm-test-key"
 
-// budgetConfig is a configuration with two openai backends: main (1 € and
-// 2 € per million input and output tokens) and cheap (the soft backend,
-// 0.10 € and 0.20 €), and the given ai.budget block (indented under
-// budget:). store is the ai.budget.store block, empty for the embedded
-// default.
-func budgetConfig(t testing.TB, mainURL, cheapURL, budget string) string {
-	t.Helper()
-	t.Setenv("FLEXWAY_TEST_ADMIN_KEY", testAdminKey)
-	return fmt.Sprintf(`
-server:
-  http: %s
-  grpc: %s
-  admin_key: env:FLEXWAY_TEST_ADMIN_KEY
-identity:
-  api_keys:
-    - name: acme-bot
-      key: env:FLEXWAY_TEST_KEY
-      tenant: acme
-      agent: bot
-ai:
-  backend: main
-  budget:
-    soft_backend: cheap
-%s
-  backends:
-    main:
-      url: %s/v1
-      external: false
-      models: [m]
-      default_model: m
-      price: {input: 1.00, output: 2.00}
-      capabilities: [chat, embeddings]
-      fallback: [cheap]
-      timeout: 2s
-      idle_timeout: 2s
-    cheap:
-      url: %s/v1
-      external: false
-      models: [m]
-      default_model: m
-      price: {input: 0.10, output: 0.20}
-      capabilities: [chat, embeddings]
-      timeout: 2s
-      idle_timeout: 2s
-`, freePort(t), freePort(t), budget, mainURL, cheapURL)
-}
-
 // capState is one cap of the admin usage endpoint.
 type capState struct {
 	Limit, Committed, Reserved, Remaining int64

@@ -25,43 +25,6 @@ func newCounting(t *testing.T, h http.HandlerFunc) *countingUpstream {
 	return c
 }
 
-// pairConfig is main (falling back to the given list) and spare, both
-// with a short timeout to response headers and the given circuit breaker.
-func pairConfig(t testing.TB, mainURL, spareURL, mainFallback, spareFallback, breaker string) string {
-	t.Helper()
-	t.Setenv("FLEXWAY_TEST_ADMIN_KEY", testAdminKey)
-	return fmt.Sprintf(`
-server:
-  http: %s
-  grpc: %s
-  admin_key: env:FLEXWAY_TEST_ADMIN_KEY
-identity:
-  api_keys:
-    - name: acme-bot
-      key: env:FLEXWAY_TEST_KEY
-      tenant: acme
-      agent: bot
-ai:
-  backend: main
-  backends:
-    main:
-      url: %s/v1
-      models: [m]
-      default_model: m
-      fallback: %s
-      timeout: 300ms
-      idle_timeout: 2s
-      circuit_breaker: %s
-    spare:
-      url: %s/v1
-      models: [m]
-      default_model: m
-      fallback: %s
-      timeout: 300ms
-      idle_timeout: 2s
-`, freePort(t), freePort(t), mainURL, mainFallback, breaker, spareURL, spareFallback)
-}
-
 // TestFallbackTable: what falls back to the next backend (with
 // Flexway-Degraded) and what is relayed as it is.
 func TestFallbackTable(t *testing.T) {
@@ -221,7 +184,7 @@ ai:
     inner:
       url: %s/v1
       external: false
-`, freePort(t), freePort(t), peer.URL, inner.URL)
+`, "127.0.0.1:0", "localhost:0", peer.URL, inner.URL)
 	g := startGateway(t, cfg)
 	for _, sensitive := range []string{"", "true"} {
 		resp := send(t, g, "POST", "/v1/chat/completions", strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`), map[string]string{"Flexway-Sensitive": sensitive})

@@ -125,7 +125,7 @@ ai:
       url: %s
       external: %v
       auth: {type: none}
-`, freePort(t), freePort(t), budget, set, addr, external)
+`, "127.0.0.1:0", "localhost:0", budget, set, addr, external)
 }
 
 // TestProxiedModelMetered: the OCR example's methods through Flexway with

@@ -100,38 +100,6 @@ func freePort(t testing.TB) string {
 	return ""
 }
 
-// baseConfig is a configuration with one openai backend "main" at
-// upstreamURL; extra is appended under ai.backends.main.
-func baseConfig(t testing.TB, upstreamURL, extra string) string {
-	t.Helper()
-	return fmt.Sprintf(`
-server:
-  http: %s
-  grpc: %s
-identity:
-  api_keys:
-    - name: acme-bot
-      key: env:FLEXWAY_TEST_KEY
-      tenant: acme
-      agent: bot
-ai:
-  backend: main
-  backends:
-    main:
-      url: %s/v1
-      auth: {type: bearer, secret: env:FLEXWAY_TEST_UPSTREAM_TOKEN}
-      models: [m-large, m-small]
-      default_model: m-small
-      capabilities: [chat, embeddings]
-      timeout: 2s
-      idle_timeout: 2s
-%s
-audit:
-  path: audit.jsonl
-  hash_key: env:FLEXWAY_TEST_KEY
-`, freePort(t), freePort(t), upstreamURL, extra)
-}
-
 // startGateway writes cfg to a temporary file and runs serve on it until
 // the test ends.
 func startGateway(t testing.TB, cfg string) *testGW {
@@ -149,14 +117,14 @@ func startGatewayLog(t testing.TB, cfg string, stderr *syncBuffer) *testGW {
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// The test's own listeners, bound before serve starts: no port is
+	// guessed, and the addresses are known before the gateway is built.
+	grpcLis, httpLis := listen(t), listen(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	g := &testGW{stop: cancel, done: make(chan error, 1)}
+	g := &testGW{stop: cancel, done: make(chan error, 1), HTTP: "http://" + httpLis.Addr().String(), GRPC: grpcLis.Addr().String()}
 	ready := make(chan struct{})
 	go func() {
-		g.done <- serve(ctx, path, io.Discard, stderr, func(h, gr string) {
-			g.HTTP, g.GRPC = "http://"+h, gr
-			close(ready)
-		})
+		g.done <- serve(ctx, path, io.Discard, stderr, serveEnv{GRPC: grpcLis, HTTP: httpLis, Ready: func(string, string) { close(ready) }})
 	}()
 	select {
 	case <-ready:
@@ -177,6 +145,18 @@ func startGatewayLog(t testing.TB, cfg string, stderr *syncBuffer) *testGW {
 		}
 	})
 	return g
+}
+
+// listen opens a loopback listener on a port the kernel picks; serve
+// closes it, and so does the test's end if serve never ran.
+func listen(t testing.TB) net.Listener {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
 }
 
 // syncBuffer is a bytes.Buffer safe for concurrent writes.

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -18,6 +20,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flexway/flexway/cmd/flexway/gateway"
 	"github.com/flexway/flexway/server/ledger"
 )
 
@@ -28,7 +31,7 @@ func TestMain(m *testing.M) {
 		// A test's short reservation lease (testLeaseEnv), for the
 		// replica-kill tests; production binaries have no such hook.
 		if v, err := time.ParseDuration(os.Getenv(testLeaseEnv)); err == nil {
-			ledgerLease = v
+			tuneOptions = func(o *gateway.Options) { o.ReservationTTL = v }
 		}
 		main()
 		os.Exit(0)
@@ -43,30 +46,29 @@ type child struct {
 	stderr *syncBuffer
 }
 
-// startChild writes cfg (whose server.http it reads back) into dir and
-// runs `flexway serve` on it as a process until the test ends or kill.
+// startChild writes cfg into dir and runs `flexway serve` on it as a
+// process until the test ends or kill. The child binds its own listeners
+// (server.http may be 127.0.0.1:0): their addresses are read from the line
+// it prints once serving.
 func startChild(t *testing.T, dir, cfg string) *child {
 	t.Helper()
 	path := filepath.Join(dir, "flexway.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var httpAddr string
-	for _, line := range strings.Split(cfg, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "http: "); ok {
-			httpAddr = v
-			break
-		}
-	}
 	c := &child{stderr: &syncBuffer{}}
-	c.HTTP = "http://" + httpAddr
 	c.cmd = exec.Command(os.Args[0], "serve", "--config", path)
 	c.cmd.Env = append(os.Environ(), "FLEXWAY_TEST_EXEC=1")
+	stdout, err := c.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	c.cmd.Stderr = c.stderr
 	if err := c.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.kill() })
+	c.HTTP = servingAddr(t, stdout, c.stderr)
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		resp, err := http.Get(c.HTTP + "/readyz")
@@ -80,6 +82,34 @@ func startChild(t *testing.T, dir, cfg string) *child {
 			t.Fatalf("flexway serve did not become ready:\n%s", c.stderr.String())
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// servingAddr reads a child's stdout up to its "flexway: serving OpenAI
+// API on URL/v1" line and returns URL; the rest of stdout is discarded.
+func servingAddr(t *testing.T, stdout io.Reader, stderr *syncBuffer) string {
+	t.Helper()
+	found := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if rest, ok := strings.CutPrefix(sc.Text(), "flexway: serving OpenAI API on "); ok {
+				found <- strings.TrimSuffix(strings.Fields(rest)[0], "/v1")
+				break
+			}
+		}
+		close(found)
+		_, _ = io.Copy(io.Discard, stdout)
+	}()
+	select {
+	case u, ok := <-found:
+		if !ok {
+			t.Fatalf("flexway serve exited before serving:\n%s", stderr.String())
+		}
+		return u
+	case <-time.After(15 * time.Second):
+		t.Fatalf("flexway serve did not say where it serves:\n%s", stderr.String())
+		return ""
 	}
 }
 

@@ -136,14 +136,20 @@ func (r *replica) restart(t *testing.T, ready bool) {
 		return
 	}
 	c := &child{stderr: &syncBuffer{}}
-	c.HTTP = r.HTTP
 	c.cmd = exec.Command(os.Args[0], "serve", "--config", filepath.Join(r.dir, "flexway.yaml"))
 	c.cmd.Env = append(os.Environ(), "FLEXWAY_TEST_EXEC=1")
+	stdout, err := c.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	c.cmd.Stderr = c.stderr
 	if err := c.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.kill)
+	// The restarted process binds ports of its own (server.http is
+	// 127.0.0.1:0) and says which.
+	c.HTTP = servingAddr(t, stdout, c.stderr)
 	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		if resp, err := http.Get(c.HTTP + "/healthz"); err == nil {
 			resp.Body.Close()

@@ -352,7 +352,7 @@ func TestServeTLSFilesRefused(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			err := serve(ctx, path, io.Discard, io.Discard, func(string, string) { t.Error("serve started listening") })
+			err := serve(ctx, path, io.Discard, io.Discard, serveEnv{Ready: func(string, string) { t.Error("serve started listening") }})
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("serve: %v, want an error containing %q", err, tc.want)
 			}
@@ -394,7 +394,7 @@ ai:
       identity_headers: {tenant: X-Peer-Tenant, agent: X-Peer-Agent, sensitive: X-Peer-Sensitive}
       timeout: 5s
       idle_timeout: 5s
-`, freePort(t), freePort(t), hqURL, tlsBlock)
+`, "127.0.0.1:0", "localhost:0", hqURL, tlsBlock)
 }
 
 // The keys of the relay tests.
@@ -549,27 +549,30 @@ ai:
     tiny:
       budget: {tokens_per_day: %d}
   backends:
-%s`, httpAddr, freePort(t), p.serverTLSBlock(), tinyCap, backends.String())
+%s`, httpAddr, "localhost:0", p.serverTLSBlock(), tinyCap, backends.String())
 }
 
-// startTLSChild is startChild for a gateway whose HTTP listener, at
-// httpAddr, requires a client certificate: readiness is polled with
-// client.
-func startTLSChild(t *testing.T, dir, cfg, httpAddr string, client *http.Client) *child {
+// startTLSChild is startChild for a gateway whose HTTP listener requires
+// a client certificate: readiness is polled with client.
+func startTLSChild(t *testing.T, dir, cfg string, client *http.Client) *child {
 	t.Helper()
 	path := filepath.Join(dir, "flexway.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	c := &child{stderr: &syncBuffer{}}
-	c.HTTP = "https://" + httpAddr
 	c.cmd = exec.Command(os.Args[0], "serve", "--config", path)
 	c.cmd.Env = append(os.Environ(), "FLEXWAY_TEST_EXEC=1")
+	stdout, err := c.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	c.cmd.Stderr = c.stderr
 	if err := c.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.kill() })
+	c.HTTP = servingAddr(t, stdout, c.stderr) // https://host:port
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		resp, err := client.Get(c.HTTP + "/readyz")
@@ -603,12 +606,11 @@ func TestTwoGatewaysRelay(t *testing.T) {
 	for _, name := range []string{"acme", "acmebot", "direct", "internal", "shared"} {
 		ups[name] = peerUpstream(t, name)
 	}
-	bAddr := freePort(t)
 	mtls := httpsClient(p.clientTLS(t, p.clientCert, p.clientKey))
 	// tiny's cap at B fits one call of chatBody (its reservation), not two
 	// (the upstreams report 15 tokens a call).
 	est := reservedFor(t, chatBody, 1024)
-	b := startTLSChild(t, t.TempDir(), hqConfig(t, p, bAddr, ups, est.Input+est.Output+10), bAddr, mtls)
+	b := startTLSChild(t, t.TempDir(), hqConfig(t, p, "127.0.0.1:0", ups, est.Input+est.Output+10), mtls)
 	tlsLine := fmt.Sprintf("      tls: {ca_file: %q, cert_file: %q, key_file: %q}\n", p.caFile, p.clientCert, p.clientKey)
 	a := startChild(t, t.TempDir(), edgeConfig(t, b.HTTP, tlsLine))
 

@@ -62,7 +62,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if err := parse(); err != nil {
 			return helpIsNoError(err)
 		}
-		return serve(ctx, *configPath, stdout, stderr, nil)
+		return serve(ctx, *configPath, stdout, stderr, serveEnv{})
 	case "validate":
 		if err := parse(); err != nil {
 			return helpIsNoError(err)

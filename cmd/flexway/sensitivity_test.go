@@ -39,7 +39,7 @@ ai:
       models: [m-local]
       default_model: m-local
 audit: {path: audit.jsonl, hash_key: env:FLEXWAY_TEST_KEY}
-`, freePort(t), freePort(t), pinLine, external, internal)
+`, "127.0.0.1:0", "localhost:0", pinLine, external, internal)
 }
 
 func TestSensitiveCallsStayInternal(t *testing.T) {

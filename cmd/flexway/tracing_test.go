@@ -10,6 +10,8 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/flexway/flexway/cmd/flexway/gateway"
 )
 
 // TestTraceShowsFallbackAttempts: a call served by a fallback is one trace
@@ -17,9 +19,9 @@ import (
 // marked, and the serving upstream receives that trace's W3C context.
 func TestTraceShowsFallbackAttempts(t *testing.T) {
 	exp := tracetest.NewInMemoryExporter()
-	spanExporter = exp
+	tuneOptions = func(o *gateway.Options) { o.SpanExporter = exp }
 	t.Cleanup(func() {
-		spanExporter = nil
+		tuneOptions = nil
 		otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator())
 	})
 	main := newCounting(t, jsonHandler(500, `{}`))

@@ -52,7 +52,7 @@ ai:
       models: [m]
       default_model: m
       capabilities: [chat]
-`, freePort(t), freePort(t), aiExtra, mainURL, textURL)
+`, "127.0.0.1:0", "localhost:0", aiExtra, mainURL, textURL)
 }
 
 // imageRequest is a chat request with one image part.

@@ -47,7 +47,7 @@ type Tenant struct {
 type Backend struct {
 	// Capabilities the backend has.
 	Capabilities []call.Capability
-	// External is false only for a backend declared external: false.
+	// External backends never serve a sensitive call: see [External].
 	External bool
 	// Fallback is the ordered fallback list.
 	Fallback []string

@@ -1,4 +1,4 @@
-package main
+package gateway
 
 import (
 	"context"
@@ -19,45 +19,42 @@ import (
 	"github.com/flexway/flexway/server/config"
 )
 
-// spanExporter, when a test sets it, receives every span the gateway
-// records, synchronously.
-var spanExporter sdktrace.SpanExporter
-
 // newTracing returns the gateway's tracer provider and its shutdown. With
 // an exporter (telemetry.otlp_endpoint: OTLP over gRPC, plaintext, in
-// batches; or a test's), spans are recorded (otelhttp on the HTTP front,
+// batches; or exp, a test's, synchronously), spans are recorded (otelhttp on the HTTP front,
 // otelgrpc on the gRPC server, one span per upstream attempt and per ledger
 // step) and the W3C trace context of Flexway's own spans is passed to
 // upstreams. Without one, tracing costs nothing and no trace header is
 // sent.
-func newTracing(cfg *config.Config) (trace.TracerProvider, func(context.Context) error, error) {
+func newTracing(cfg *config.Config, exp sdktrace.SpanExporter, version string) (trace.TracerProvider, func(context.Context) error, error) {
 	var opt sdktrace.TracerProviderOption
 	switch {
-	case spanExporter != nil:
-		opt = sdktrace.WithSyncer(spanExporter)
+	case exp != nil:
+		opt = sdktrace.WithSyncer(exp)
 	case cfg.Telemetry.OTLPEndpoint != "":
-		exp, err := otlptracegrpc.New(context.Background(),
+		otlp, err := otlptracegrpc.New(context.Background(),
 			otlptracegrpc.WithEndpoint(cfg.Telemetry.OTLPEndpoint), otlptracegrpc.WithInsecure())
 		if err != nil {
 			return nil, nil, fmt.Errorf("telemetry.otlp_endpoint: %w", err)
 		}
-		opt = sdktrace.WithBatcher(exp)
+		opt = sdktrace.WithBatcher(otlp)
 	default:
 		return noop.NewTracerProvider(), func(context.Context) error { return nil }, nil
 	}
 	otel.SetTextMapPropagator(propagation.TraceContext{})
-	tp := sdktrace.NewTracerProvider(opt, sdktrace.WithResource(flexwayResource()))
+	tp := sdktrace.NewTracerProvider(opt, sdktrace.WithResource(flexwayResource(version)))
 	return tp, tp.Shutdown, nil
 }
 
-// traced reports whether newTracing exports spans (to telemetry.otlp_endpoint,
-// or to a test's spanExporter).
-func traced(cfg *config.Config) bool {
-	return spanExporter != nil || cfg.Telemetry.OTLPEndpoint != ""
+// traced reports whether tp, from newTracing, exports spans (to
+// telemetry.otlp_endpoint, or to a test's exporter).
+func traced(tp trace.TracerProvider) bool {
+	_, ok := tp.(*sdktrace.TracerProvider)
+	return ok
 }
 
 // flexwayResource names the service in exported telemetry.
-func flexwayResource() *resource.Resource {
+func flexwayResource(version string) *resource.Resource {
 	return resource.NewSchemaless(attribute.String("service.name", "flexway"), attribute.String("service.version", version))
 }
 

@@ -1,14 +1,16 @@
-package main
+package gateway
 
 import (
 	"fmt"
 	"slices"
+	"sort"
 	"strings"
 
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
 	"github.com/flexway/flexway/interceptors/budget"
 	"github.com/flexway/flexway/server/backends"
 	"github.com/flexway/flexway/server/backends/breaker"
+	"github.com/flexway/flexway/server/backends/openai"
 	"github.com/flexway/flexway/server/config"
 	"github.com/flexway/flexway/server/grpcproxy"
 )
@@ -103,4 +105,54 @@ func proxiedMetering(p *grpcproxy.Proxy) (func(string) (budget.Proxied, bool), f
 		return len(f.Payload), true
 	}
 	return lookup, size
+}
+
+// buildBackends builds every kind: openai and kind: relay backend (a relay
+// speaks the same API). kind: grpc backends are proxied, not built here.
+func buildBackends(cfg *config.Config) (map[string]backends.Backend, map[string][]string, error) {
+	bs := map[string]backends.Backend{}
+	models := map[string][]string{}
+	names := make([]string, 0, len(cfg.AI.Backends))
+	for n := range cfg.AI.Backends {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		b := cfg.AI.Backends[name]
+		if b.Kind == config.KindGRPC {
+			continue
+		}
+		auth := openai.Auth{Type: string(b.Auth.Type), Header: b.Auth.Name, TokenFile: b.Auth.Path}
+		if !b.Auth.Secret.IsZero() {
+			v, err := b.Auth.Secret.Resolve()
+			if err != nil {
+				return nil, nil, fmt.Errorf("ai.backends.%s.auth.secret: %w", name, err)
+			}
+			auth.Secret = v
+		}
+		o := openai.Options{
+			Name:         name,
+			URL:          b.URL,
+			Auth:         auth,
+			TLS:          openai.TLS{CAFile: b.TLS.CAFile, CertFile: b.TLS.CertFile, KeyFile: b.TLS.KeyFile},
+			Models:       b.Models,
+			DefaultModel: b.DefaultModel,
+			Timeout:      b.Timeout.Std(),
+			IdleTimeout:  b.IdleTimeout.Std(),
+			MeteredBy:    string(b.Metering),
+		}
+		if b.Kind == config.KindRelay {
+			// Only a relay passes the caller's identity, from the call
+			// state, under the names it declares.
+			h := b.IdentityHeaders
+			o.IdentityHeaders = openai.IdentityHeaders{Tenant: h.Tenant, Agent: h.Agent, Sensitive: h.Sensitive}
+		}
+		ob, err := openai.New(o)
+		if err != nil {
+			return nil, nil, fmt.Errorf("ai.backends.%s: %w", name, err)
+		}
+		bs[name] = ob
+		models[name] = b.Models
+	}
+	return bs, models, nil
 }

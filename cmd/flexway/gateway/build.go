@@ -1,0 +1,261 @@
+package gateway
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+
+	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
+	"github.com/flexway/flexway/interceptors"
+	"github.com/flexway/flexway/interceptors/audit"
+	"github.com/flexway/flexway/interceptors/budget"
+	"github.com/flexway/flexway/interceptors/identity"
+	"github.com/flexway/flexway/interceptors/wirenull"
+	"github.com/flexway/flexway/server"
+	"github.com/flexway/flexway/server/admin"
+	"github.com/flexway/flexway/server/config"
+	"github.com/flexway/flexway/server/grpccodec"
+	"github.com/flexway/flexway/server/grpcproxy"
+	"github.com/flexway/flexway/server/imagecheck"
+	"github.com/flexway/flexway/server/ledger"
+	"github.com/flexway/flexway/server/routing"
+	"github.com/flexway/flexway/server/telemetry"
+	"github.com/flexway/flexway/transcoder"
+	"github.com/flexway/flexway/transcoder/console"
+	"github.com/flexway/flexway/transcoder/inproc"
+)
+
+// build wires g from its configuration, its ledger and its audit log
+// (either may be nil: the gateway then meters, or audits, nothing).
+func (g *Gateway) build(o Options) error {
+	cfg, log, led := g.cfg, g.log, g.led
+	bs, models, err := buildBackends(cfg)
+	if err != nil {
+		return err
+	}
+	withBreakers(cfg, bs, nil)
+	maxMsg := int(cfg.AI.Vision.MaxBodyBytes) + 1<<20
+	if g.proxy, err = buildProxy(cfg, maxMsg); err != nil {
+		return err
+	}
+	if g.metrics, err = newMetrics(cfg, g.proxy); err != nil {
+		return fmt.Errorf("telemetry: %w", err)
+	}
+	tp, stopTracing, err := newTracing(cfg, o.SpanExporter, g.version)
+	if err != nil {
+		return err
+	}
+	g.stopTracing = stopTracing
+	tracer := tp.Tracer("github.com/flexway/flexway")
+	if err := observe(g.metrics, cfg, led, bs); err != nil {
+		return fmt.Errorf("telemetry: %w", err)
+	}
+	keys := newKeyring(cfg)
+	routes := routingTable(cfg)
+	accts := newAccounts(cfg)
+	meter := newMeter(cfg, led, routes, accts, g.proxy, tracer, log)
+	adminSum, err := adminKeySum(cfg)
+	if err != nil {
+		return err
+	}
+	images, err := imagecheck.New(imagecheck.Policy{
+		MaxImageBytes:  int64(cfg.AI.Vision.MaxImageBytes),
+		AllowDataURIs:  cfg.AI.Vision.DataURIsAllowed(),
+		AllowedOrigins: cfg.AI.Vision.AllowedOrigins,
+	})
+	if err != nil {
+		return fmt.Errorf("ai.vision: %w", err)
+	}
+	chain, err := interceptors.New(interceptors.Config{
+		Audit:           g.auditing(accts),
+		Vision:          images,
+		Keys:            keys,
+		OperationNamer:  newOperationNamer(),
+		Sensitivity:     sensitivePolicy{cfg},
+		SensitiveHeader: cfg.AI.SensitiveHeader,
+		Budget:          meter,
+		AdminKeySum:     adminSum,
+		Logger:          log,
+	})
+	if err != nil {
+		return err
+	}
+	g.grpc = newGRPCServer(cfg, chain, g.proxy, g.metrics, tp, maxMsg)
+	// Every service is registered through grpccodec, so that a unary
+	// request that does not unmarshal is INVALID_ARGUMENT, not INTERNAL.
+	gs := grpccodec.Registrar(g.grpc)
+	g.inproc = inproc.New(chain.UnaryInterceptor(), chain.StreamInterceptor())
+	core := server.New(server.Options{Backends: bs, Models: models, Routes: routes, Logger: log, Tracer: tracer})
+	core.Register(gs)
+	core.Register(g.inproc)
+	if led != nil {
+		as := admin.New(led, accts, func() []*flexwayv1.BackendState { return backendStates(cfg, bs) })
+		flexwayv1.RegisterAdminServiceServer(gs, as)
+		flexwayv1.RegisterAdminServiceServer(g.inproc, as)
+	}
+	g.health = health.NewServer()
+	healthpb.RegisterHealthServer(gs, g.health)
+	grpcproxy.RegisterReflection(gs, g.proxy)
+
+	var admit func(context.Context) (context.Context, error)
+	if meter != nil {
+		admit = func(ctx context.Context) (context.Context, error) {
+			md, _ := metadata.FromOutgoingContext(ctx)
+			id, err := identity.Identify(keys, md)
+			if err != nil {
+				return ctx, err
+			}
+			return meter.Admit(ctx, id.Tenant, id.Agent)
+		}
+	}
+	g.http, err = newHTTPFront(cfg, g.inproc, g.metrics, adminSum, admit, readiness(led, g.audit), tp, log)
+	return err
+}
+
+// newMeter is the budget interceptor over the ledger: nil (nothing is
+// metered) without a ledger. The estimate's knobs are the configuration's
+// (ai.budget.reserve_output_tokens and max_output_tokens,
+// ai.vision.reserve_tokens_per_image, each backend's price and
+// prompt_overhead_tokens); proxied methods are metered as the proxy's
+// table says. The budget wiring is this one function.
+func newMeter(cfg *config.Config, led *ledger.Ledger, routes *routing.Table, accts accounts, p *grpcproxy.Proxy, tracer trace.Tracer, log *slog.Logger) *budget.Meter {
+	if led == nil {
+		return nil
+	}
+	proxied, frameSize := proxiedMetering(p)
+	return budget.New(budget.Config{
+		Ledger:                led,
+		Routes:                routes,
+		Prices:                prices(cfg),
+		ReserveOutputTokens:   cfg.AI.Budget.ReserveOutputTokens,
+		ReserveTokensPerImage: cfg.AI.Vision.ReserveTokensPerImage,
+		MaxOutputTokens:       cfg.AI.Budget.MaxOutputTokens,
+		PromptOverheadTokens:  promptOverheads(cfg),
+		Known:                 accts.Known,
+		Proxied:               proxied,
+		FrameSize:             frameSize,
+		Tracer:                tracer,
+		Logger:                log,
+	})
+}
+
+// auditing is the audit interceptor's configuration, nil without an
+// audit log. A model no backend declares is recorded as "other", as the
+// metrics label it: a caller's model is not written whole. A backend's
+// metered_by is its ai.backends.NAME.metering, "local" when unset.
+func (g *Gateway) auditing(accts accounts) *audit.Config {
+	if g.audit == nil {
+		return nil
+	}
+	cfg, proxy := g.cfg, g.proxy
+	return &audit.Config{
+		Writer: g.audit,
+		Proxied: func(fullMethod string) (string, bool) {
+			if proxy == nil {
+				return "", false
+			}
+			m, ok := proxy.Lookup(fullMethod)
+			return m.Feature, ok
+		},
+		Record:         recordLine(g.metrics, accts),
+		ModelRequested: g.metrics.Model,
+		MeteredBy: func(backend string) string {
+			if b, ok := cfg.AI.Backends[backend]; ok && b.Metering != "" {
+				return string(b.Metering)
+			}
+			return "local"
+		},
+	}
+}
+
+// newGRPCServer is the gRPC server with the chain. grpccodec's stream
+// check comes first: no interceptor sees a streamed message that did not
+// unmarshal. Then the gRPC listener alone drops the upstream's JSON nulls
+// from the answers' extra_fields, outside the shared chain: the HTTP
+// front, on the in-process channel, writes them back as the upstream sent
+// them. Messages are bounded at maxMsg received (the body bound plus
+// 1 MiB of framing) and 64 MiB sent. With no metrics reader and no trace
+// exporter, otelgrpc would measure for nobody: it is left out of the
+// call's path.
+func newGRPCServer(cfg *config.Config, chain *interceptors.Chain, proxy *grpcproxy.Proxy, metrics *telemetry.Metrics, tp trace.TracerProvider, maxMsg int) *grpc.Server {
+	opts := append([]grpc.ServerOption{
+		grpc.ChainUnaryInterceptor(wirenull.UnaryServerInterceptor),
+		grpc.ChainStreamInterceptor(grpccodec.StreamServerInterceptor(), wirenull.StreamServerInterceptor),
+	}, chain.ServerOptions()...)
+	opts = append(opts, grpc.MaxRecvMsgSize(maxMsg), grpc.MaxSendMsgSize(64<<20))
+	if metrics.Exporting() || traced(tp) {
+		opts = append(opts, grpc.StatsHandler(otelgrpc.NewServerHandler(otelgrpc.WithTracerProvider(tp),
+			otelgrpc.WithMeterProvider(metrics.MeterProvider()), otelgrpc.WithFilter(knownMethod(proxy)))))
+	}
+	if proxy != nil {
+		// Routed specialised-model services are proxied as raw frames,
+		// through the same chain; the codec keeps flexway.v1 protobuf.
+		opts = append(opts, grpc.ForceServerCodecV2(grpcproxy.Codec()), grpc.UnknownServiceHandler(proxy.Handler()))
+	} else {
+		opts = append(opts, grpc.ForceServerCodecV2(grpccodec.Codec()))
+	}
+	return grpc.NewServer(opts...)
+}
+
+// newHTTPFront is the HTTP handler: the OpenAI /v1/* front on the
+// in-process channel, with /metrics, admin REST and the console behind it.
+// The headers forwarded to the core are ai.sensitive_header and every
+// relay's identity_headers. Each backend's stream idle timeout is its
+// ai.backends.NAME.idle_timeout. With tracing on, otelhttp adds spans
+// only: the HTTP server metric is the front's access hook, which costs a
+// fraction of otelhttp's.
+func newHTTPFront(cfg *config.Config, local *inproc.Channel, metrics *telemetry.Metrics, adminSum *[sha256.Size]byte,
+	admit func(context.Context) (context.Context, error), ready func() error, tp trace.TracerProvider, log *slog.Logger) (http.Handler, error) {
+	forward := []string{cfg.AI.SensitiveHeader}
+	for _, r := range cfg.Identity.Relays {
+		h := r.IdentityHeaders
+		forward = append(forward, h.Tenant, h.Agent, h.Sensitive)
+	}
+	adminHTTP, err := transcoder.NewAdmin(local)
+	if err != nil {
+		return nil, err
+	}
+	var observeHTTP func(*http.Request, int, time.Duration)
+	if metrics.Exporting() {
+		observeHTTP = metrics.ObserveHTTP
+	}
+	rest := http.NewServeMux()
+	rest.Handle("GET /metrics", metrics.Handler())
+	rest.Handle("/", adminHTTP)
+	con := console.Handler(console.Options{AdminKeySum: adminSum, Soft: cfg.AI.Budget.Soft, Upstream: rest})
+	rest.Handle("/console", con)
+	rest.Handle("/console/", con)
+	h, err := transcoder.New(transcoder.Options{
+		Ready:                ready,
+		Fallback:             rest,
+		Admit:                admit,
+		Conn:                 local,
+		MaxBodyBytes:         int64(cfg.AI.Vision.MaxBodyBytes),
+		MaxInflightBodyBytes: int64(cfg.Server.MaxInflightBodyBytes),
+		StreamIdleTimeout: func(backend string) time.Duration {
+			return cfg.AI.Backends[backend].IdleTimeout.Std()
+		},
+		ForwardHeaders: forward,
+		Logger:         log,
+		Observe:        observeHTTP,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if traced(tp) {
+		h = otelhttp.NewHandler(h, "flexway.http", otelhttp.WithTracerProvider(tp), otelhttp.WithMeterProvider(metricnoop.NewMeterProvider()))
+	}
+	return h, nil
+}
