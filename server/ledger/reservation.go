@@ -135,42 +135,25 @@ func (l *Ledger) Reserve(ctx context.Context, a Account, amt Amount) (*Reservati
 // cancellation is ignored (a client that disconnected is still charged);
 // its values are kept.
 func (l *Ledger) Commit(ctx context.Context, r *Reservation, actual Amount) error {
-	if r == nil {
-		return nil
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.done {
-		return nil
-	}
-	tokens, nano := max(actual.Tokens, 0), max(actual.NanoEUR, 0)
-	lines := make([]line, len(r.lines))
-	copy(lines, r.lines)
-	for i := range lines {
-		if i < r.nres {
-			lines[i].held = lines[i].amount
+	return l.settle(ctx, r, func(ctx context.Context) error {
+		tokens, nano := max(actual.Tokens, 0), max(actual.NanoEUR, 0)
+		lines := make([]line, len(r.lines))
+		copy(lines, r.lines)
+		for i := range lines {
+			if i < r.nres {
+				lines[i].held = lines[i].amount
+			}
+			if r.kinds[i].ci == ciEUR {
+				lines[i].amount = nano
+			} else {
+				lines[i].amount = tokens
+			}
 		}
-		if r.kinds[i].ci == ciEUR {
-			lines[i].amount = nano
-		} else {
-			lines[i].amount = tokens
-		}
-	}
-	// The caller's cancellation (a client that went away) must not lose the
-	// charge: commit with its values but without its cancellation; the
-	// store's own timeouts bound the wait.
-	// Renewed no more, whatever the outcome: a failed commit's hold
-	// expires with its lease (the Redis store renews the holds of the
-	// commits it journaled itself, until they are replayed).
-	defer l.forget(r)
-	if err := l.store.commit(context.WithoutCancel(ctx), r.id, lines, l.now()); err != nil {
-		if errors.Is(err, ErrNotDurable) {
-			r.done = true // counted: a retry must not count it again
-		}
-		return err
-	}
-	r.done = true
-	return nil
+		// A failed commit's hold expires with its lease (the Redis store
+		// renews the holds of the commits it journaled itself, until they
+		// are replayed).
+		return l.store.commit(ctx, r.id, lines, l.now())
+	})
 }
 
 // Release returns the whole reservation: the call failed or was refused
@@ -179,6 +162,28 @@ func (l *Ledger) Commit(ctx context.Context, r *Reservation, actual Amount) erro
 // wrap [ErrUnavailable] (the reservation is then renewed no more: it
 // expires with its lease).
 func (l *Ledger) Release(ctx context.Context, r *Reservation) error {
+	return l.settle(ctx, r, func(ctx context.Context) error {
+		if r.nres == 0 {
+			return nil
+		}
+		lines := make([]line, r.nres)
+		copy(lines, r.lines)
+		for i := range lines {
+			lines[i].held = lines[i].amount
+		}
+		// A release that failed frees the budget when the lease ends.
+		return l.store.release(ctx, r.id, lines, l.now())
+	})
+}
+
+// settle finishes r once, for Commit and Release: it does nothing when r is
+// nil or already finished, and otherwise runs finish under r's lock. finish
+// gets ctx's values without its cancellation: a caller that went away (a
+// client that disconnected) must not lose the charge, and the store's own
+// timeouts bound the wait. r is renewed no more, whatever the outcome. It is
+// finished when finish returns nil or an error wrapping [ErrNotDurable]
+// (the usage is counted: a retry must not count it again).
+func (l *Ledger) settle(ctx context.Context, r *Reservation, finish func(ctx context.Context) error) error {
 	if r == nil {
 		return nil
 	}
@@ -187,19 +192,10 @@ func (l *Ledger) Release(ctx context.Context, r *Reservation) error {
 	if r.done {
 		return nil
 	}
-	if r.nres > 0 {
-		lines := make([]line, r.nres)
-		copy(lines, r.lines)
-		for i := range lines {
-			lines[i].held = lines[i].amount
-		}
-		// Renewed no more, whatever the outcome: a release that failed
-		// frees the budget when the lease ends.
-		defer l.forget(r)
-		if err := l.store.release(context.WithoutCancel(ctx), r.id, lines, l.now()); err != nil {
-			return err
-		}
+	defer l.forget(r)
+	err := finish(context.WithoutCancel(ctx))
+	if err == nil || errors.Is(err, ErrNotDurable) {
+		r.done = true
 	}
-	r.done = true
-	return nil
+	return err
 }
