@@ -107,17 +107,6 @@ func parseChatCompletionRequest(data []byte) (*flexwayv1.CreateChatCompletionReq
 	return req, nil
 }
 
-// keptNull consumes a null at d.pos, keeps it in *m under key (see
-// keepNull) and reports true; it reports false and consumes nothing when
-// the value is not null.
-func (d *decoder) keptNull(m *map[string]string, key string) (bool, error) {
-	if null, err := d.isNull(); err != nil || !null {
-		return false, err
-	}
-	d.keepNull(m, key)
-	return true, nil
-}
-
 // tokenCap reads the member key of a request, max_tokens or
 // max_completion_tokens: a non-negative integer, or null (kept in *m, nil
 // returned). Errors are relative to the value, as members wants them.
