@@ -39,39 +39,23 @@ import (
 //     wrote it: `N`, `messages[i].content[j].IMAGE_URL`,
 //     `messages[i].images`).
 func ParseChatCompletionRequest(data []byte) (*flexwayv1.CreateChatCompletionRequest, error) {
-	req, err := parseChatCompletionRequest(data)
-	if err != nil {
-		return nil, clientError(err)
-	}
-	return req, nil
+	return clientResult(parseChatCompletionRequest(data))
 }
 
 func parseChatCompletionRequest(data []byte) (*flexwayv1.CreateChatCompletionRequest, error) {
-	d, err := topObject(data, "the request body")
-	if err != nil {
-		return nil, err
-	}
+	d := decoder{data: data}
 	req := &flexwayv1.CreateChatCompletionRequest{}
-	err = d.members(func(key []byte) (err error) {
+	err := d.request(&req.Model, &req.User, &req.ExtraFields, func(key []byte) (modelled bool, err error) {
 		switch string(key) {
-		case "model":
-			req.Model, err = d.str()
 		case "messages":
-			if err := d.openArray(); err != nil {
-				return err
-			}
 			req.Messages = req.Messages[:0]
-			for i := 0; ; i++ {
-				ok, err := d.element(i == 0)
-				if err != nil || !ok {
-					return err
-				}
+			err = d.elements(func(int) error {
 				m, err := d.message(true)
-				if err != nil {
-					return nestIndex(err, i)
+				if err == nil {
+					req.Messages = append(req.Messages, m)
 				}
-				req.Messages = append(req.Messages, m)
-			}
+				return err
+			})
 		case "stream":
 			req.Stream, err = nullable(&d, &req.ExtraFields, "stream", d.boolPtr)
 		case "stream_options":
@@ -82,21 +66,13 @@ func parseChatCompletionRequest(data []byte) (*flexwayv1.CreateChatCompletionReq
 			req.MaxCompletionTokens, err = d.tokenCap(&req.ExtraFields, "max_completion_tokens")
 		case "n":
 			req.N, err = nullable(&d, &req.ExtraFields, "n", d.choiceCount)
-		case "user":
-			req.User, err = nullable(&d, &req.ExtraFields, "user", d.strPtr)
 		default:
-			err = d.extra(&req.ExtraFields, key)
+			return false, nil
 		}
-		return err
+		return true, err
 	})
 	if err != nil {
 		return nil, err
-	}
-	if err := d.end(); err != nil {
-		return nil, err
-	}
-	if req.Model == "" {
-		return nil, fieldErr("model", "you must provide a model")
 	}
 	if len(req.Messages) == 0 {
 		return nil, fieldErr("messages", "you must provide at least one message")

@@ -270,6 +270,32 @@ func (d *decoder) element(first bool) (ok bool, err error) {
 	return false, d.unexpected("after array element")
 }
 
+// elements parses the array at d.pos, calling elem with d.pos on each
+// element; it returns a type error if the value is not an array. Errors
+// of elem are nested under the index.
+func (d *decoder) elements(elem func(i int) error) error {
+	if err := d.openArray(); err != nil {
+		return err
+	}
+	for i := 0; ; i++ {
+		ok, err := d.element(i == 0)
+		if err != nil || !ok {
+			return err
+		}
+		if err := elem(i); err != nil {
+			return nestIndex(err, i)
+		}
+	}
+}
+
+// array is elements where null reads as an empty array.
+func (d *decoder) array(elem func(i int) error) error {
+	if null, err := d.isNull(); err != nil || null {
+		return err
+	}
+	return d.elements(elem)
+}
+
 // bool reads a boolean at d.pos.
 func (d *decoder) bool() (bool, error) {
 	switch d.peek() {
@@ -373,27 +399,29 @@ func checkUTF8(data []byte) error {
 	return &utf8Error{off: off}
 }
 
-// topObject starts parsing data, which must hold one JSON object: it
-// checks UTF-8 and that the value is an object, leaving d.pos on its '{'
-// for members. what names the document in errors.
-func topObject(data []byte, what string) (decoder, error) {
-	d := decoder{data: data}
-	if err := checkUTF8(data); err != nil {
-		return d, err
+// document parses d.data, which must hold one JSON object (what names it
+// in errors): it checks UTF-8 and that the value is an object, calls each
+// for every member as members does, and checks that only whitespace
+// follows the object.
+func (d *decoder) document(what string, each func(key []byte) error) error {
+	if err := checkUTF8(d.data); err != nil {
+		return err
 	}
-	c := d.peek()
-	if c == '{' {
-		return d, nil
+	if c := d.peek(); c != '{' {
+		got, ok := kind(c)
+		if !ok {
+			return d.unexpected("looking for beginning of value")
+		}
+		if err := d.skip(0); err != nil {
+			return err
+		}
+		if err := d.end(); err != nil {
+			return err
+		}
+		return fieldErr("", "%s must be a JSON object, got %s", what, got)
 	}
-	got, ok := kind(c)
-	if !ok {
-		return d, d.unexpected("looking for beginning of value")
+	if err := d.members(each); err != nil {
+		return err
 	}
-	if err := d.skip(0); err != nil {
-		return d, err
-	}
-	if err := d.end(); err != nil {
-		return d, err
-	}
-	return d, fieldErr("", "%s must be a JSON object, got %s", what, got)
+	return d.end()
 }
