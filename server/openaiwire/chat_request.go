@@ -1,6 +1,8 @@
 package openaiwire
 
 import (
+	"cmp"
+
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
 )
 
@@ -157,22 +159,16 @@ func appendChatCompletionRequest(dst []byte, req *flexwayv1.CreateChatCompletion
 	if req == nil {
 		return nil, fieldErr("", "no request")
 	}
-	model := u.Model
-	if model == "" {
-		model = req.GetModel()
+	o, err := openRequest(dst, cmp.Or(u.Model, req.GetModel()))
+	if err != nil {
+		return nil, err
 	}
-	if model == "" {
-		return nil, fieldErr("model", "you must provide a model")
-	}
-	o := open(dst)
-	o.str("model", model)
 	o.key("messages")
 	o.dst = append(o.dst, '[')
 	for i, m := range req.GetMessages() {
 		if i > 0 {
 			o.dst = append(o.dst, ',')
 		}
-		var err error
 		if o.dst, err = appendMessage(o.dst, m, true); err != nil {
 			return nil, nestKey(nestIndex(err, i), "messages")
 		}
@@ -201,12 +197,9 @@ func appendChatCompletionRequest(dst []byte, req *flexwayv1.CreateChatCompletion
 	case req.Stream != nil:
 		o.bool("stream", false)
 	}
-	if req.User != nil {
-		o.str("user", *req.User)
-	}
-	err := o.extras(req.GetExtraFields(), func(k string) bool {
+	return o.closeRequest(req.User, req.GetExtraFields(), func(k string) bool {
 		switch k {
-		case "model", "messages", "stream_options":
+		case "messages", "stream_options":
 			return true
 		case "max_tokens":
 			return req.MaxTokens != nil
@@ -216,13 +209,7 @@ func appendChatCompletionRequest(dst []byte, req *flexwayv1.CreateChatCompletion
 			return req.N != nil
 		case "stream":
 			return u.Stream || req.Stream != nil
-		case "user":
-			return req.User != nil
 		}
 		return false
-	}, true)
-	if err != nil {
-		return nil, err
-	}
-	return o.close(), nil
+	})
 }

@@ -201,14 +201,10 @@ func appendEmbeddingRequest(dst []byte, req *flexwayv1.CreateEmbeddingRequest, m
 	if req == nil {
 		return nil, fieldErr("", "no request")
 	}
-	if model == "" {
-		model = req.GetModel()
+	o, err := openRequest(dst, cmp.Or(model, req.GetModel()))
+	if err != nil {
+		return nil, err
 	}
-	if model == "" {
-		return nil, fieldErr("model", "you must provide a model")
-	}
-	o := open(dst)
-	o.str("model", model)
 	o.key("input")
 	// The getters, not the oneof wrappers, read the values: a wrapper may be
 	// a nil pointer.
@@ -245,26 +241,17 @@ func appendEmbeddingRequest(dst []byte, req *flexwayv1.CreateEmbeddingRequest, m
 	if req.Dimensions != nil {
 		o.int("dimensions", int64(*req.Dimensions))
 	}
-	if req.User != nil {
-		o.str("user", *req.User)
-	}
-	err := o.extras(req.GetExtraFields(), func(k string) bool {
+	return o.closeRequest(req.User, req.GetExtraFields(), func(k string) bool {
 		switch k {
-		case "model", "input":
+		case "input":
 			return true
 		case "encoding_format":
 			return req.EncodingFormat != nil
 		case "dimensions":
 			return req.Dimensions != nil
-		case "user":
-			return req.User != nil
 		}
 		return false
-	}, true)
-	if err != nil {
-		return nil, err
-	}
-	return o.close(), nil
+	})
 }
 
 // appendInts writes an array of integers.

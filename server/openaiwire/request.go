@@ -41,3 +41,39 @@ func (d *decoder) request(model *string, user **string, extra *map[string]string
 	}
 	return nil
 }
+
+// openRequest opens the JSON object of an upstream request and writes its
+// model first. An empty model (the request names none, and none replaces
+// it) is an error.
+func openRequest(dst []byte, model string) (object, error) {
+	if model == "" {
+		return object{}, fieldErr("model", "you must provide a model")
+	}
+	o := open(dst)
+	o.str("model", model)
+	return o, nil
+}
+
+// closeRequest writes the members every upstream request ends with, user
+// when set and then the extra fields, and closes the object. The extra
+// fields skipped are model, user when set, and those for which typed
+// reports true (the request's own typed fields, written already). An extra
+// field value that is not one valid JSON value is an error naming it.
+func (o *object) closeRequest(user *string, extra map[string]string, typed func(k string) bool) ([]byte, error) {
+	if user != nil {
+		o.str("user", *user)
+	}
+	err := o.extras(extra, func(k string) bool {
+		switch k {
+		case "model":
+			return true
+		case "user":
+			return user != nil
+		}
+		return typed(k)
+	}, true)
+	if err != nil {
+		return nil, err
+	}
+	return o.close(), nil
+}
