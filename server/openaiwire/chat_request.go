@@ -1,6 +1,8 @@
 package openaiwire
 
 import (
+	"cmp"
+
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
 )
 
@@ -39,39 +41,23 @@ import (
 //     wrote it: `N`, `messages[i].content[j].IMAGE_URL`,
 //     `messages[i].images`).
 func ParseChatCompletionRequest(data []byte) (*flexwayv1.CreateChatCompletionRequest, error) {
-	req, err := parseChatCompletionRequest(data)
-	if err != nil {
-		return nil, clientError(err)
-	}
-	return req, nil
+	return clientResult(parseChatCompletionRequest(data))
 }
 
 func parseChatCompletionRequest(data []byte) (*flexwayv1.CreateChatCompletionRequest, error) {
-	d, err := topObject(data, "the request body")
-	if err != nil {
-		return nil, err
-	}
+	d := decoder{data: data}
 	req := &flexwayv1.CreateChatCompletionRequest{}
-	err = d.members(func(key []byte) (err error) {
+	err := d.request(&req.Model, &req.User, &req.ExtraFields, func(key []byte) (modelled bool, err error) {
 		switch string(key) {
-		case "model":
-			req.Model, err = d.str()
 		case "messages":
-			if err := d.openArray(); err != nil {
-				return err
-			}
 			req.Messages = req.Messages[:0]
-			for i := 0; ; i++ {
-				ok, err := d.element(i == 0)
-				if err != nil || !ok {
-					return err
-				}
+			err = d.elements(func(int) error {
 				m, err := d.message(true)
-				if err != nil {
-					return nestIndex(err, i)
+				if err == nil {
+					req.Messages = append(req.Messages, m)
 				}
-				req.Messages = append(req.Messages, m)
-			}
+				return err
+			})
 		case "stream":
 			req.Stream, err = nullable(&d, &req.ExtraFields, "stream", d.boolPtr)
 		case "stream_options":
@@ -82,21 +68,13 @@ func parseChatCompletionRequest(data []byte) (*flexwayv1.CreateChatCompletionReq
 			req.MaxCompletionTokens, err = d.tokenCap(&req.ExtraFields, "max_completion_tokens")
 		case "n":
 			req.N, err = nullable(&d, &req.ExtraFields, "n", d.choiceCount)
-		case "user":
-			req.User, err = nullable(&d, &req.ExtraFields, "user", d.strPtr)
 		default:
-			err = d.extra(&req.ExtraFields, key)
+			return false, nil
 		}
-		return err
+		return true, err
 	})
 	if err != nil {
 		return nil, err
-	}
-	if err := d.end(); err != nil {
-		return nil, err
-	}
-	if req.Model == "" {
-		return nil, fieldErr("model", "you must provide a model")
 	}
 	if len(req.Messages) == 0 {
 		return nil, fieldErr("messages", "you must provide at least one message")
@@ -105,17 +83,6 @@ func parseChatCompletionRequest(data []byte) (*flexwayv1.CreateChatCompletionReq
 		return nil, err
 	}
 	return req, nil
-}
-
-// keptNull consumes a null at d.pos, keeps it in *m under key (see
-// keepNull) and reports true; it reports false and consumes nothing when
-// the value is not null.
-func (d *decoder) keptNull(m *map[string]string, key string) (bool, error) {
-	if null, err := d.isNull(); err != nil || !null {
-		return false, err
-	}
-	d.keepNull(m, key)
-	return true, nil
 }
 
 // tokenCap reads the member key of a request, max_tokens or
@@ -192,22 +159,16 @@ func appendChatCompletionRequest(dst []byte, req *flexwayv1.CreateChatCompletion
 	if req == nil {
 		return nil, fieldErr("", "no request")
 	}
-	model := u.Model
-	if model == "" {
-		model = req.GetModel()
+	o, err := openRequest(dst, cmp.Or(u.Model, req.GetModel()))
+	if err != nil {
+		return nil, err
 	}
-	if model == "" {
-		return nil, fieldErr("model", "you must provide a model")
-	}
-	o := open(dst)
-	o.str("model", model)
 	o.key("messages")
 	o.dst = append(o.dst, '[')
 	for i, m := range req.GetMessages() {
 		if i > 0 {
 			o.dst = append(o.dst, ',')
 		}
-		var err error
 		if o.dst, err = appendMessage(o.dst, m, true); err != nil {
 			return nil, nestKey(nestIndex(err, i), "messages")
 		}
@@ -236,12 +197,9 @@ func appendChatCompletionRequest(dst []byte, req *flexwayv1.CreateChatCompletion
 	case req.Stream != nil:
 		o.bool("stream", false)
 	}
-	if req.User != nil {
-		o.str("user", *req.User)
-	}
-	err := o.extras(req.GetExtraFields(), func(k string) bool {
+	return o.closeRequest(req.User, req.GetExtraFields(), func(k string) bool {
 		switch k {
-		case "model", "messages", "stream_options":
+		case "messages", "stream_options":
 			return true
 		case "max_tokens":
 			return req.MaxTokens != nil
@@ -251,13 +209,7 @@ func appendChatCompletionRequest(dst []byte, req *flexwayv1.CreateChatCompletion
 			return req.N != nil
 		case "stream":
 			return u.Stream || req.Stream != nil
-		case "user":
-			return req.User != nil
 		}
 		return false
-	}, true)
-	if err != nil {
-		return nil, err
-	}
-	return o.close(), nil
+	})
 }

@@ -25,13 +25,10 @@ func ParseChatCompletion(data []byte) (*flexwayv1.ChatCompletion, error) {
 }
 
 func parseChatCompletion(data []byte) (*flexwayv1.ChatCompletion, error) {
-	d, err := topObject(data, "a chat completion")
-	if err != nil {
-		return nil, err
-	}
+	d := decoder{data: data}
 	c := &flexwayv1.ChatCompletion{}
 	f := responseFields{id: &c.Id, object: &c.Object, created: &c.Created, model: &c.Model, usage: &c.Usage, extra: &c.ExtraFields}
-	if err := chatResponse(&d, f, &c.Choices, d.choice); err != nil {
+	if err := chatResponse(&d, "a chat completion", f, &c.Choices, d.choice); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -57,13 +54,10 @@ func ParseChatCompletionChunk(data []byte) (*flexwayv1.ChatCompletionChunk, erro
 }
 
 func parseChatCompletionChunk(data []byte) (*flexwayv1.ChatCompletionChunk, error) {
-	d, err := topObject(data, "a chat completion chunk")
-	if err != nil {
-		return nil, err
-	}
+	d := decoder{data: data}
 	c := &flexwayv1.ChatCompletionChunk{}
 	f := responseFields{id: &c.Id, object: &c.Object, created: &c.Created, model: &c.Model, usage: &c.Usage, extra: &c.ExtraFields}
-	if err := chatResponse(&d, f, &c.Choices, d.chunkChoice); err != nil {
+	if err := chatResponse(&d, "a chat completion chunk", f, &c.Choices, d.chunkChoice); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -78,11 +72,11 @@ type responseFields struct {
 	extra             *map[string]string
 }
 
-// chatResponse parses the chat completion or chunk object at d.pos, the
-// top-level value, into f and *choices, parsing each choice, of type C,
-// with choice (a method value of d, see nullable).
-func chatResponse[C any](d *decoder, f responseFields, choices *[]*C, choice func() (*C, error)) error {
-	err := d.members(func(key []byte) (err error) {
+// chatResponse parses d's document, a chat completion or chunk (what
+// names it in errors), into f and *choices, parsing each choice, of type
+// C, with choice (a method value of d, see nullable).
+func chatResponse[C any](d *decoder, what string, f responseFields, choices *[]*C, choice func() (*C, error)) error {
+	return d.document(what, func(key []byte) (err error) {
 		switch string(key) {
 		case "id":
 			*f.id, err = d.optStr()
@@ -108,30 +102,6 @@ func chatResponse[C any](d *decoder, f responseFields, choices *[]*C, choice fun
 		}
 		return err
 	})
-	if err != nil {
-		return err
-	}
-	return d.end()
-}
-
-// array parses an array at d.pos, calling elem with d.pos on each element;
-// null reads as an empty array. Errors of elem are nested under the index.
-func (d *decoder) array(elem func(i int) error) error {
-	if null, err := d.isNull(); err != nil || null {
-		return err
-	}
-	if err := d.openArray(); err != nil {
-		return err
-	}
-	for i := 0; ; i++ {
-		ok, err := d.element(i == 0)
-		if err != nil || !ok {
-			return err
-		}
-		if err := elem(i); err != nil {
-			return nestIndex(err, i)
-		}
-	}
 }
 
 // optStr reads a string at d.pos; null reads as "".

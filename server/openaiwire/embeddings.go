@@ -29,44 +29,27 @@ import (
 // naming a modelled field in another case, named as the client wrote it:
 // `Input`). The size of input is not limited here.
 func ParseEmbeddingRequest(data []byte) (*flexwayv1.CreateEmbeddingRequest, error) {
-	req, err := parseEmbeddingRequest(data)
-	if err != nil {
-		return nil, clientError(err)
-	}
-	return req, nil
+	return clientResult(parseEmbeddingRequest(data))
 }
 
 func parseEmbeddingRequest(data []byte) (*flexwayv1.CreateEmbeddingRequest, error) {
-	d, err := topObject(data, "the request body")
-	if err != nil {
-		return nil, err
-	}
+	d := decoder{data: data}
 	req := &flexwayv1.CreateEmbeddingRequest{}
-	err = d.members(func(key []byte) (err error) {
+	err := d.request(&req.Model, &req.User, &req.ExtraFields, func(key []byte) (modelled bool, err error) {
 		switch string(key) {
-		case "model":
-			req.Model, err = d.str()
 		case "input":
 			req.Input, err = d.embeddingInput()
 		case "encoding_format":
 			req.EncodingFormat, err = nullable(&d, &req.ExtraFields, "encoding_format", d.encodingFormat)
 		case "dimensions":
 			req.Dimensions, err = nullable(&d, &req.ExtraFields, "dimensions", d.dimensions)
-		case "user":
-			req.User, err = nullable(&d, &req.ExtraFields, "user", d.strPtr)
 		default:
-			err = d.extra(&req.ExtraFields, key)
+			return false, nil
 		}
-		return err
+		return true, err
 	})
 	if err != nil {
 		return nil, err
-	}
-	if err := d.end(); err != nil {
-		return nil, err
-	}
-	if req.Model == "" {
-		return nil, fieldErr("model", "you must provide a model")
 	}
 	if req.Input == nil {
 		return nil, fieldErr("input", "you must provide an input")
@@ -218,14 +201,10 @@ func appendEmbeddingRequest(dst []byte, req *flexwayv1.CreateEmbeddingRequest, m
 	if req == nil {
 		return nil, fieldErr("", "no request")
 	}
-	if model == "" {
-		model = req.GetModel()
+	o, err := openRequest(dst, cmp.Or(model, req.GetModel()))
+	if err != nil {
+		return nil, err
 	}
-	if model == "" {
-		return nil, fieldErr("model", "you must provide a model")
-	}
-	o := open(dst)
-	o.str("model", model)
 	o.key("input")
 	// The getters, not the oneof wrappers, read the values: a wrapper may be
 	// a nil pointer.
@@ -262,26 +241,17 @@ func appendEmbeddingRequest(dst []byte, req *flexwayv1.CreateEmbeddingRequest, m
 	if req.Dimensions != nil {
 		o.int("dimensions", int64(*req.Dimensions))
 	}
-	if req.User != nil {
-		o.str("user", *req.User)
-	}
-	err := o.extras(req.GetExtraFields(), func(k string) bool {
+	return o.closeRequest(req.User, req.GetExtraFields(), func(k string) bool {
 		switch k {
-		case "model", "input":
+		case "input":
 			return true
 		case "encoding_format":
 			return req.EncodingFormat != nil
 		case "dimensions":
 			return req.Dimensions != nil
-		case "user":
-			return req.User != nil
 		}
 		return false
-	}, true)
-	if err != nil {
-		return nil, err
-	}
-	return o.close(), nil
+	})
 }
 
 // appendInts writes an array of integers.
@@ -313,12 +283,9 @@ func ParseEmbeddingResponse(data []byte) (*flexwayv1.CreateEmbeddingResponse, er
 }
 
 func parseEmbeddingResponse(data []byte) (*flexwayv1.CreateEmbeddingResponse, error) {
-	d, err := topObject(data, "an embedding response")
-	if err != nil {
-		return nil, err
-	}
+	d := decoder{data: data}
 	r := &flexwayv1.CreateEmbeddingResponse{}
-	err = d.members(func(key []byte) (err error) {
+	err := d.document("an embedding response", func(key []byte) (err error) {
 		switch string(key) {
 		case "object":
 			r.Object, err = d.optStr()
@@ -341,9 +308,6 @@ func parseEmbeddingResponse(data []byte) (*flexwayv1.CreateEmbeddingResponse, er
 		return err
 	})
 	if err != nil {
-		return nil, err
-	}
-	if err := d.end(); err != nil {
 		return nil, err
 	}
 	return r, nil

@@ -60,21 +60,16 @@ func (d *decoder) content(m *flexwayv1.ChatMessage, strict bool) error {
 		m.Content = &flexwayv1.ChatMessage_Text{Text: s}
 		return nil
 	case '[':
-		d.pos++
 		parts := &flexwayv1.ContentParts{}
-		for i := 0; ; i++ {
-			ok, err := d.element(i == 0)
-			if err != nil {
-				return err
-			}
-			if !ok {
-				break
-			}
+		err := d.elements(func(int) error {
 			p, err := d.contentPart(strict)
-			if err != nil {
-				return nestIndex(err, i)
+			if err == nil {
+				parts.Parts = append(parts.Parts, p)
 			}
-			parts.Parts = append(parts.Parts, p)
+			return err
+		})
+		if err != nil {
+			return err
 		}
 		m.Content = &flexwayv1.ChatMessage_Parts{Parts: parts}
 		return nil

@@ -1,14 +1,8 @@
 package openaiwire
 
 import (
-	"bytes"
-	"encoding/binary"
 	"fmt"
-	"math"
-	"math/bits"
-	"strconv"
 	"strings"
-	"unicode/utf16"
 	"unicode/utf8"
 	"unsafe"
 )
@@ -276,330 +270,30 @@ func (d *decoder) element(first bool) (ok bool, err error) {
 	return false, d.unexpected("after array element")
 }
 
-// Masks for the eight-bytes-at-a-time string scans.
-const (
-	lsb   = 0x0101010101010101
-	msb   = 0x8080808080808080
-	quote = '"' * lsb
-	bslsh = '\\' * lsb
-)
-
-// specialMask has the high bit set in the byte of x, little-endian, of the
-// first quote, backslash or control character (< 0x20), the bytes that end
-// a fast string scan; it is 0 when there is none. Bits above the first
-// such byte are not reliable.
-func specialMask(x uint64) uint64 {
-	return (hasLess(x, 0x20) | hasZero(x^quote) | hasZero(x^bslsh)) & msb
-}
-
-// hasZero has the high bit set in the lowest byte of x that is 0, and in
-// no byte below it.
-func hasZero(x uint64) uint64 {
-	return ((x - lsb) &^ x) & msb
-}
-
-// hasLess has the high bit set in the lowest byte of x that is less than
-// n, and in no byte below it, for n <= 128.
-func hasLess(x uint64, n uint64) uint64 {
-	return ((x - n*lsb) &^ x) & msb
-}
-
-// nextSpecial returns the index of the first quote, backslash or control
-// character of data at or after i, len(data) if there is none. It reads
-// eight bytes at a time; on a large string it is as fast as separate
-// bytes.IndexByte passes, being bound by memory bandwidth.
-func nextSpecial(data []byte, i int) int {
-	for ; i+8 <= len(data); i += 8 {
-		if m := specialMask(binary.LittleEndian.Uint64(data[i:])); m != 0 {
-			return i + bits.TrailingZeros64(m)>>3
-		}
+// elements parses the array at d.pos, calling elem with d.pos on each
+// element; it returns a type error if the value is not an array. Errors
+// of elem are nested under the index.
+func (d *decoder) elements(elem func(i int) error) error {
+	if err := d.openArray(); err != nil {
+		return err
 	}
-	for ; i < len(data); i++ {
-		if c := data[i]; c < 0x20 || c == '"' || c == '\\' {
-			return i
+	for i := 0; ; i++ {
+		ok, err := d.element(i == 0)
+		if err != nil || !ok {
+			return err
 		}
-	}
-	return i
-}
-
-// scanString validates the string whose opening quote is at d.pos and
-// moves past its closing quote. It returns the span of the raw content
-// (between the quotes) and whether it holds escapes.
-func (d *decoder) scanString() (start, end int, escaped bool, err error) {
-	data := d.data
-	start = d.pos + 1
-	for i := start; ; {
-		i = nextSpecial(data, i)
-		if i >= len(data) {
-			return 0, 0, false, d.syntaxErr(i, "unexpected end of input in string")
-		}
-		switch c := data[i]; c {
-		case '"':
-			d.pos = i + 1
-			return start, i, escaped, nil
-		case '\\':
-			escaped = true
-			if i+1 >= len(data) {
-				return 0, 0, false, d.syntaxErr(i+1, "unexpected end of input in string escape")
-			}
-			switch data[i+1] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				i += 2
-			case 'u':
-				for k := i + 2; k < i+6; k++ {
-					if k >= len(data) {
-						return 0, 0, false, d.syntaxErr(k, "unexpected end of input in \\u escape")
-					}
-					if !isHex(data[k]) {
-						return 0, 0, false, d.syntaxErr(k, "invalid character %q in \\u escape", data[k])
-					}
-				}
-				i += 6
-			default:
-				return 0, 0, false, d.syntaxErr(i+1, "invalid escape character %q in string", data[i+1])
-			}
-		default:
-			return 0, 0, false, d.syntaxErr(i, "invalid control character %q in string", c)
+		if err := elem(i); err != nil {
+			return nestIndex(err, i)
 		}
 	}
 }
 
-func isHex(c byte) bool {
-	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
-}
-
-// strView reads the string at d.pos and returns its decoded bytes: a view
-// of the input when it has no escapes, a fresh slice otherwise.
-func (d *decoder) strView() ([]byte, error) {
-	start, end, escaped, err := d.scanString()
-	if err != nil {
-		return nil, err
+// array is elements where null reads as an empty array.
+func (d *decoder) array(elem func(i int) error) error {
+	if null, err := d.isNull(); err != nil || null {
+		return err
 	}
-	if !escaped {
-		return d.data[start:end], nil
-	}
-	return unescape(make([]byte, 0, end-start), d.data[start:end]), nil
-}
-
-// str reads the string at d.pos and returns it as a Go string, copying the
-// input once; it returns a type error if the value is not a string.
-func (d *decoder) str() (string, error) {
-	if d.peek() != '"' {
-		return "", d.typeErr("a string")
-	}
-	start, end, escaped, err := d.scanString()
-	if err != nil {
-		return "", err
-	}
-	raw := d.data[start:end]
-	if !escaped {
-		return internOrCopy(raw), nil
-	}
-	// An escape never decodes to more bytes than it is written with, so
-	// the builder is allocated once at the raw length.
-	var sb strings.Builder
-	sb.Grow(len(raw))
-	for len(raw) > 0 {
-		i := bytes.IndexByte(raw, '\\')
-		if i < 0 {
-			sb.Write(raw)
-			break
-		}
-		sb.Write(raw[:i])
-		r, n := decodeEscape(raw[i:])
-		if r < utf8.RuneSelf {
-			sb.WriteByte(byte(r))
-		} else {
-			sb.WriteRune(r)
-		}
-		raw = raw[i+n:]
-	}
-	return sb.String(), nil
-}
-
-// unescape appends the decoded form of raw, the validated content of a JSON
-// string, to dst.
-func unescape(dst, raw []byte) []byte {
-	for len(raw) > 0 {
-		i := bytes.IndexByte(raw, '\\')
-		if i < 0 {
-			return append(dst, raw...)
-		}
-		dst = append(dst, raw[:i]...)
-		r, n := decodeEscape(raw[i:])
-		dst = utf8.AppendRune(dst, r)
-		raw = raw[i+n:]
-	}
-	return dst
-}
-
-// decodeEscape decodes the validated escape at the start of raw and returns
-// the rune and the number of bytes it used. A UTF-16 surrogate pair is one
-// rune; a lone surrogate is U+FFFD, as encoding/json decodes it.
-func decodeEscape(raw []byte) (rune, int) {
-	switch raw[1] {
-	case 'b':
-		return '\b', 2
-	case 'f':
-		return '\f', 2
-	case 'n':
-		return '\n', 2
-	case 'r':
-		return '\r', 2
-	case 't':
-		return '\t', 2
-	case 'u':
-		r := hex4(raw[2:6])
-		if utf16.IsSurrogate(r) {
-			if len(raw) >= 12 && raw[6] == '\\' && raw[7] == 'u' {
-				if dec := utf16.DecodeRune(r, hex4(raw[8:12])); dec != utf8.RuneError {
-					return dec, 12
-				}
-			}
-			return utf8.RuneError, 6
-		}
-		return r, 6
-	}
-	return rune(raw[1]), 2 // '"', '\\', '/'
-}
-
-// hex4 decodes four validated hex digits.
-func hex4(b []byte) rune {
-	var r rune
-	for _, c := range b[:4] {
-		switch {
-		case c <= '9':
-			c -= '0'
-		case c <= 'F':
-			c -= 'A' - 10
-		default:
-			c -= 'a' - 10
-		}
-		r = r<<4 | rune(c)
-	}
-	return r
-}
-
-// number validates the number at d.pos, moves past it and returns its
-// span and whether it is written as an integer (no fraction, no exponent).
-func (d *decoder) number() (start, end int, integer bool, err error) {
-	data := d.data
-	i := d.pos
-	start = i
-	if i < len(data) && data[i] == '-' {
-		i++
-	}
-	switch {
-	case i >= len(data):
-		d.pos = i
-		return 0, 0, false, d.unexpected("in number")
-	case data[i] == '0':
-		i++
-	case '1' <= data[i] && data[i] <= '9':
-		for i++; i < len(data) && '0' <= data[i] && data[i] <= '9'; i++ {
-		}
-	default:
-		d.pos = i
-		return 0, 0, false, d.unexpected("in number")
-	}
-	integer = true
-	if i < len(data) && data[i] == '.' {
-		integer = false
-		i++
-		if i >= len(data) || data[i] < '0' || data[i] > '9' {
-			d.pos = i
-			return 0, 0, false, d.unexpected("after decimal point in number")
-		}
-		for ; i < len(data) && '0' <= data[i] && data[i] <= '9'; i++ {
-		}
-	}
-	if i < len(data) && (data[i] == 'e' || data[i] == 'E') {
-		integer = false
-		i++
-		if i < len(data) && (data[i] == '+' || data[i] == '-') {
-			i++
-		}
-		if i >= len(data) || data[i] < '0' || data[i] > '9' {
-			d.pos = i
-			return 0, 0, false, d.unexpected("in exponent of number")
-		}
-		for ; i < len(data) && '0' <= data[i] && data[i] <= '9'; i++ {
-		}
-	}
-	d.pos = i
-	return start, i, integer, nil
-}
-
-// int64 reads an integer at d.pos. Integral numbers written with a fraction
-// or an exponent are accepted; other numbers, and values out of the int64
-// range, are a *fieldError.
-func (d *decoder) int64() (int64, error) {
-	if c := d.peek(); c != '-' && (c < '0' || c > '9') {
-		return 0, d.typeErr("an integer")
-	}
-	start, end, integer, err := d.number()
-	if err != nil {
-		return 0, err
-	}
-	raw := d.data[start:end]
-	if integer {
-		neg := raw[0] == '-'
-		if neg {
-			raw = raw[1:]
-		}
-		var u uint64
-		for _, c := range raw {
-			if u > (math.MaxUint64-9)/10 {
-				return 0, fieldErr("", "integer %s is out of range", d.data[start:end])
-			}
-			u = u*10 + uint64(c-'0')
-		}
-		switch {
-		case !neg && u <= math.MaxInt64:
-			return int64(u), nil
-		case neg && u <= 1<<63:
-			return -int64(u), nil // -(1<<63) wraps to itself, MinInt64
-		}
-		return 0, fieldErr("", "integer %s is out of range", d.data[start:end])
-	}
-	f, err := strconv.ParseFloat(string(raw), 64)
-	if err != nil || f != math.Trunc(f) {
-		return 0, fieldErr("", "expected an integer, got %s", raw)
-	}
-	if f < -(1<<63) || f >= 1<<63 {
-		return 0, fieldErr("", "integer %s is out of range", raw)
-	}
-	return int64(f), nil
-}
-
-// int32 reads an integer in the int32 range at d.pos.
-func (d *decoder) int32() (int32, error) {
-	start := d.pos
-	v, err := d.int64()
-	if err != nil {
-		return 0, err
-	}
-	if v < math.MinInt32 || v > math.MaxInt32 {
-		return 0, fieldErr("", "integer %s is out of range", d.data[start:d.pos])
-	}
-	return int32(v), nil
-}
-
-// float64 reads a number at d.pos.
-func (d *decoder) float64() (float64, error) {
-	if c := d.peek(); c != '-' && (c < '0' || c > '9') {
-		return 0, d.typeErr("a number")
-	}
-	start, end, _, err := d.number()
-	if err != nil {
-		return 0, err
-	}
-	f, err := strconv.ParseFloat(string(d.data[start:end]), 64)
-	if err != nil {
-		// Only a magnitude beyond float64 fails on a valid JSON number.
-		return 0, fieldErr("", "number %s is out of range", d.data[start:end])
-	}
-	return f, nil
+	return d.elements(elem)
 }
 
 // bool reads a boolean at d.pos.
@@ -672,78 +366,6 @@ func (d *decoder) raw() (string, error) {
 	return d.clone(d.data[start:d.pos]), nil
 }
 
-// extra stores the raw value at d.pos in *m under key, allocating the map
-// on first use.
-func (d *decoder) extra(m *map[string]string, key []byte) error {
-	v, err := d.raw()
-	if err != nil {
-		return err
-	}
-	if *m == nil {
-		*m = make(map[string]string, 4)
-	}
-	(*m)[internKey(key)] = v
-	return nil
-}
-
-// keepNull records that the typed field key was given as JSON null, just
-// read: the null is kept in *m so that it is written back.
-func (d *decoder) keepNull(m *map[string]string, key string) {
-	if *m == nil {
-		*m = make(map[string]string, 4)
-	}
-	(*m)[key] = "null"
-}
-
-// nullable reads the member key, at d.pos, of an object whose extra fields
-// are *m: null is kept in *m and reads as nil; any other value is read by
-// parse, and a null kept under key before is dropped. parse is a method
-// value of d (d.usage) or a closure over d: passing d to a function value
-// would move the caller's decoder to the heap.
-func nullable[T any](d *decoder, m *map[string]string, key string, parse func() (*T, error)) (*T, error) {
-	if null, err := d.keptNull(m, key); err != nil || null {
-		return nil, err
-	}
-	v, err := parse()
-	if err != nil {
-		return nil, err
-	}
-	delete(*m, key)
-	return v, nil
-}
-
-// strPtr reads a string at d.pos, for [nullable].
-func (d *decoder) strPtr() (*string, error) {
-	s, err := d.str()
-	if err != nil {
-		return nil, err
-	}
-	return &s, nil
-}
-
-// boolPtr reads a boolean at d.pos, for [nullable].
-func (d *decoder) boolPtr() (*bool, error) {
-	b, err := d.bool()
-	if err != nil {
-		return nil, err
-	}
-	return &b, nil
-}
-
-// int32In reads an integer at d.pos that must lie in [lo, hi]; outside it
-// the error (relative to the value) says "must be <what>".
-func (d *decoder) int32In(lo, hi int64, what string) (*int32, error) {
-	v, err := d.int64()
-	if err != nil {
-		return nil, err
-	}
-	if v < lo || v > hi {
-		return nil, fieldErr("", "must be %s, got %d", what, v)
-	}
-	n := int32(v)
-	return &n, nil
-}
-
 // validRaw reports whether s is exactly one valid JSON value (surrounding
 // whitespace allowed) in valid UTF-8. A proto string is valid UTF-8 once
 // it has crossed the wire, but not when a Go caller sets it; the check is
@@ -777,27 +399,29 @@ func checkUTF8(data []byte) error {
 	return &utf8Error{off: off}
 }
 
-// topObject starts parsing data, which must hold one JSON object: it
-// checks UTF-8 and that the value is an object, leaving d.pos on its '{'
-// for members. what names the document in errors.
-func topObject(data []byte, what string) (decoder, error) {
-	d := decoder{data: data}
-	if err := checkUTF8(data); err != nil {
-		return d, err
+// document parses d.data, which must hold one JSON object (what names it
+// in errors): it checks UTF-8 and that the value is an object, calls each
+// for every member as members does, and checks that only whitespace
+// follows the object.
+func (d *decoder) document(what string, each func(key []byte) error) error {
+	if err := checkUTF8(d.data); err != nil {
+		return err
 	}
-	c := d.peek()
-	if c == '{' {
-		return d, nil
+	if c := d.peek(); c != '{' {
+		got, ok := kind(c)
+		if !ok {
+			return d.unexpected("looking for beginning of value")
+		}
+		if err := d.skip(0); err != nil {
+			return err
+		}
+		if err := d.end(); err != nil {
+			return err
+		}
+		return fieldErr("", "%s must be a JSON object, got %s", what, got)
 	}
-	got, ok := kind(c)
-	if !ok {
-		return d, d.unexpected("looking for beginning of value")
+	if err := d.members(each); err != nil {
+		return err
 	}
-	if err := d.skip(0); err != nil {
-		return d, err
-	}
-	if err := d.end(); err != nil {
-		return d, err
-	}
-	return d, fieldErr("", "%s must be a JSON object, got %s", what, got)
+	return d.end()
 }

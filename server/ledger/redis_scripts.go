@@ -1,0 +1,230 @@
+package ledger
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Redis key layout. Every key starts with keyPrefix:
+//
+//	flexway:ledger:marker     the marker; absent = new or emptied Redis
+//	flexway:ledger:seq        hash: "e" → epoch, "s" → commit sequence, "rb" → a detected rollback
+//	flexway:ledger:b:<bucket> hash: "c" → committed total, "r" → reserved total
+//	flexway:ledger:z:<bucket> sorted set: "<reservation id>/<amount>" → deadline (unix ms)
+//	flexway:ledger:d:<id>     a finished reservation (tombstone), for tombstoneGrace: "c" committed, "1" released
+//
+// <bucket> is "t:<tenant>:<cap>:<period>" or "a:<tenant>:<agent>:<cap>:<period>".
+// The keys of a day bucket expire 3 days after the day began, those of a
+// month bucket 70 days after the month began (EXPIREAT, set when the key is
+// created).
+//
+// Rollback detection: every commit increments "s" in the same script that
+// applies it; every script returns (e, s), and every replica remembers the
+// highest (e, s) it was told (and keeps it in its state file, see
+// [RedisOptions.Path]) and passes it to every script, which refuses — and
+// records "rb", so that every replica refuses — when Redis's (e, s) is
+// below it: Redis lost commits a replica saw. `flexway ledger init` (a new
+// ledger) and `flexway ledger accept-rollback` set "e" to a new, higher
+// epoch (unix milliseconds, or e+1), which replicas adopt, and clear "rb".
+// A missing "seq" key is epoch 0, sequence 0 (a ledger made before it).
+//
+// All keys of one operation are passed in KEYS, but they span several
+// tenants' buckets and the marker: the store runs on a single Redis (or a
+// primary with replicas), not on Redis Cluster.
+const (
+	keyPrefix = "flexway:ledger:"
+	markerKey = keyPrefix + "marker"
+	seqKey    = keyPrefix + "seq"
+	// tombstoneGrace is how long a finished reservation is remembered (by
+	// the Redis server's clock), so that a retried commit or release (the
+	// reply was lost) or a journaled commit replayed again is not applied
+	// twice. It costs about 100 bytes of Redis memory per call for that
+	// long (60 MB at 1,000 calls/s).
+	tombstoneGrace = 10 * time.Minute
+	noMarkerReply  = "FLEXWAY_NO_MARKER"
+	rollbackReply  = "FLEXWAY_ROLLBACK"
+)
+
+// luaGuard is the start of every script but leaseEnd: KEYS[1] is the
+// marker, KEYS[2] the seq hash; ARGV[1], ARGV[2] the epoch and sequence
+// the replica knows, ARGV[3] "1" when it knows of a rollback. guard()
+// returns nil and an error reply to return, or Redis's epoch and sequence
+// (decimal strings). A rollback reply carries "<e> <s> <known e> <known s>".
+const luaGuard = `
+local function guard()
+  if redis.call('EXISTS', KEYS[1]) == 0 then return nil, redis.error_reply('` + noMarkerReply + `') end
+  local st = redis.call('HMGET', KEYS[2], 'e', 's', 'rb')
+  if st[3] then return nil, redis.error_reply('` + rollbackReply + ` ' .. st[3]) end
+  local e, s = st[1] or '0', st[2] or '0'
+  local en, ke = tonumber(e), tonumber(ARGV[1])
+  if en < ke or (en == ke and (tonumber(s) < tonumber(ARGV[2]) or ARGV[3] == '1')) then
+    local why = e .. ' ' .. s .. ' ' .. ARGV[1] .. ' ' .. ARGV[2]
+    redis.call('HSET', KEYS[2], 'rb', why)
+    return nil, redis.error_reply('` + rollbackReply + ` ' .. why)
+  end
+  return e, s
+end
+`
+
+// luaPurge removes the expired reservations of bucket (b, z) at now (ms),
+// at most 256 per call (the rest go on the next call). Amounts stay decimal
+// strings: HINCRBY gets exact integers, never Lua doubles.
+const luaPurge = `
+local function purge(b, z, now)
+  local ms = redis.call('ZRANGEBYSCORE', z, '-inf', now, 'LIMIT', 0, 256)
+  if #ms == 0 then return end
+  for i = 1, #ms do
+    local v = string.match(ms[i], '/(%d+)$')
+    if v and v ~= '0' then redis.call('HINCRBY', b, 'r', '-' .. v) end
+  end
+  redis.call('ZREM', z, unpack(ms))
+end
+`
+
+// reserve: KEYS = marker, seq, then b, z per line.
+// ARGV = known e, known s, known rollback, id, now ms, deadline ms, then
+// limit, amount, expireAt per line.
+// Returns {-1, e, s} when granted, {i, committed, reserved, e, s} (decimal
+// strings) when line i (0-based) refused. Expired reservations are purged
+// only when a line would refuse: they can only make a bucket look fuller,
+// so a grant never needs the purge.
+var reserveScript = redis.NewScript(luaGuard + luaPurge + `
+local e, s = guard()
+if not e then return s end
+local id, now, dl = ARGV[4], ARGV[5], ARGV[6]
+local n = (#KEYS - 2) / 2
+for i = 0, n - 1 do
+  local limit = tonumber(ARGV[7 + 3*i])
+  if limit >= 0 then
+    local b, z = KEYS[3 + 2*i], KEYS[4 + 2*i]
+    local amt = tonumber(ARGV[8 + 3*i])
+    local cr = redis.call('HMGET', b, 'c', 'r')
+    if tonumber(cr[1] or '0') + tonumber(cr[2] or '0') + amt > limit then
+      purge(b, z, now)
+      cr = redis.call('HMGET', b, 'c', 'r')
+      if tonumber(cr[1] or '0') + tonumber(cr[2] or '0') + amt > limit then
+        return {i, cr[1] or '0', cr[2] or '0', e, s}
+      end
+    end
+  end
+end
+for i = 0, n - 1 do
+  local b, z = KEYS[3 + 2*i], KEYS[4 + 2*i]
+  local amt, exp = ARGV[8 + 3*i], ARGV[9 + 3*i]
+  redis.call('ZADD', z, dl, id .. '/' .. amt)
+  if redis.call('HINCRBY', b, 'r', amt) == tonumber(amt) then
+    redis.call('EXPIREAT', b, exp)
+    redis.call('EXPIREAT', z, exp)
+  end
+end
+return {-1, e, s}
+`)
+
+// finish (commit and release): KEYS = marker, seq, tombstone, then b, z
+// per line. ARGV = known e, known s, known rollback, id, add (1 commit, 0
+// release), then held, amount, expireAt per line (held "-1": not reserved
+// there). The reservation is removed from each bucket that still holds it;
+// on commit each amount is added to "c" and the commit sequence
+// incremented. The tombstone ("c" after a commit, "1" after a release:
+// the notes check at open tells them apart) makes a second call a no-op. id "" = nothing
+// was reserved. Returns {applied (0 or 1), e, s}.
+var finishScript = redis.NewScript(luaGuard + `
+local e, s = guard()
+if not e then return s end
+local id, add = ARGV[4], ARGV[5] == '1'
+if id ~= '' and redis.call('EXISTS', KEYS[3]) == 1 then return {0, e, s} end
+for i = 0, (#KEYS - 3) / 2 - 1 do
+  local b, z = KEYS[4 + 2*i], KEYS[5 + 2*i]
+  local held, amt = ARGV[6 + 3*i], ARGV[7 + 3*i]
+  if held ~= '-1' and redis.call('ZREM', z, id .. '/' .. held) == 1 and held ~= '0' then
+    redis.call('HINCRBY', b, 'r', '-' .. held)
+  end
+  if add and amt ~= '0' then
+    if redis.call('HINCRBY', b, 'c', amt) == tonumber(amt) then
+      redis.call('EXPIREAT', b, ARGV[8 + 3*i])
+    end
+  end
+end
+if add then s = tostring(redis.call('HINCRBY', KEYS[2], 's', 1)) end
+if id ~= '' then redis.call('SET', KEYS[3], add and 'c' or '1', 'PX', ` + strconv.FormatInt(tombstoneGrace.Milliseconds(), 10) + `) end
+return {1, e, s}
+`)
+
+// balances: KEYS = marker, seq, then b, z per bucket; ARGV = known e, known
+// s, known rollback, now ms. Returns committed, reserved per bucket
+// (decimal strings), after purging the expired reservations, then e, s.
+var balancesScript = redis.NewScript(luaGuard + luaPurge + `
+local e, s = guard()
+if not e then return s end
+local now = ARGV[4]
+local out = {}
+for i = 0, (#KEYS - 2) / 2 - 1 do
+  local b, z = KEYS[3 + 2*i], KEYS[4 + 2*i]
+  purge(b, z, now)
+  local cr = redis.call('HMGET', b, 'c', 'r')
+  out[#out + 1] = cr[1] or '0'
+  out[#out + 1] = cr[2] or '0'
+end
+out[#out + 1] = e
+out[#out + 1] = s
+return out
+`)
+
+// renew: KEYS = marker, seq, then z per reservation line; ARGV = known e,
+// known s, known rollback, deadline ms, then the member ("<id>/<amount>")
+// per z key. ZADD XX: a reservation that was finished or purged is not
+// brought back. Returns {e, s}; with no z key it is the periodic check of
+// the marker and the sequence (and ping's).
+var renewScript = redis.NewScript(luaGuard + `
+local e, s = guard()
+if not e then return s end
+for i = 3, #KEYS do
+  redis.call('ZADD', KEYS[i], 'XX', ARGV[4], ARGV[i + 2])
+end
+return {e, s}
+`)
+
+// leaseEnd: KEYS = z; ARGV = now ms, need. Returns the deadline (ms) at
+// which the unexpired reservations ending first hold need in total, or -1
+// (they hold less, among the first 1024).
+var leaseEndScript = redis.NewScript(`
+local ms = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. ARGV[1], '+inf', 'WITHSCORES', 'LIMIT', 0, 1024)
+local need, freed = tonumber(ARGV[2]), 0
+for i = 1, #ms, 2 do
+  freed = freed + tonumber(string.match(ms[i], '/(%d+)$') or '0')
+  if freed >= need then return ms[i + 1] end
+end
+return -1
+`)
+
+// initScript: KEYS = marker, seq; ARGV = marker text, epoch candidate (unix
+// ms). Writes the marker when absent and then starts a new epoch (the
+// candidate, or e+1 when that is not higher). Returns 1 when it wrote it.
+var initScript = redis.NewScript(`
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX') then return 0 end
+local e = tonumber(redis.call('HGET', KEYS[2], 'e') or '0')
+local ne = ARGV[2]
+if tonumber(ne) <= e then ne = tostring(e + 1) end
+redis.call('HSET', KEYS[2], 'e', ne)
+redis.call('HDEL', KEYS[2], 'rb')
+return 1
+`)
+
+// acceptScript: KEYS = marker, seq; ARGV = epoch candidate (unix ms).
+// Starts a new epoch over Redis's current state and clears "rb". Returns
+// {old e, s, rb or "", new e}.
+var acceptScript = redis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 0 then return redis.error_reply('` + noMarkerReply + `') end
+local st = redis.call('HMGET', KEYS[2], 'e', 's', 'rb')
+local e = tonumber(st[1] or '0')
+local ne = ARGV[1]
+if tonumber(ne) <= e then ne = tostring(e + 1) end
+redis.call('HSET', KEYS[2], 'e', ne)
+redis.call('HDEL', KEYS[2], 'rb')
+return {st[1] or '0', st[2] or '0', st[3] or '', ne}
+`)
+
+// renewBatch is how many reservation lines one renew script carries.
+const renewBatch = 512

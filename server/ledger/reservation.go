@@ -1,0 +1,201 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Reservation is budget held for one call by [Ledger.Reserve], to be
+// finished by exactly one [Ledger.Commit] or [Ledger.Release] (a second one
+// is a no-op). Its periods are fixed at reserve time: a call reserved at
+// 23:59 and committed after midnight is charged to the day it started.
+type Reservation struct {
+	account  Account
+	amount   Amount
+	born     time.Time
+	deadline atomic.Int64 // unix nanoseconds: the current lease's end
+	id       string       // "" when nothing was reserved (no cap in force)
+	lines    []line       // reserved lines first (limit >= 0), then the other tracked buckets
+	kinds    []lineKind   // parallel to lines
+	nres     int          // number of reserved lines
+
+	mu   sync.Mutex
+	done bool
+}
+
+// Account returns the account the reservation is charged to.
+func (r *Reservation) Account() Account { return r.account }
+
+// Amount returns the amount reserved (tokens and nano-euros), as asked.
+func (r *Reservation) Amount() Amount { return r.amount }
+
+// Deadline returns when the reservation's current lease ends: it expires
+// then unless committed, released or renewed (its ledger renews it every
+// [LeaseRenewEvery] while it is held).
+func (r *Reservation) Deadline() time.Time { return time.Unix(0, r.deadline.Load()) }
+
+// Reserve holds amt against every cap in force for the account — the
+// tenant's and, for an agent, the agent's own — all or nothing, under a
+// lease of [Options.ReservationTTL] ([LeaseTTL] by default) that the ledger
+// renews until the reservation is committed or released. It is refused
+// when committed + reserved + amt would exceed a cap's limit: the error is
+// then an *ExceededError naming the cap that refused (a month cap before a
+// day cap when both would); when the call would fit with nothing reserved,
+// its ByReservations is set and RetryAfter is the time until enough of the
+// reservations' leases end. Other errors wrap [ErrUnavailable].
+//
+// An account with no cap in force gets a reservation without store I/O;
+// committing it still records the usage.
+func (l *Ledger) Reserve(ctx context.Context, a Account, amt Amount) (*Reservation, error) {
+	amt.Tokens, amt.NanoEUR = max(amt.Tokens, 0), max(amt.NanoEUR, 0)
+	now := l.now()
+	p := l.periodsAt(now)
+	tc, ac := l.caps(a)
+	r := &Reservation{account: a, amount: amt, born: now}
+	r.deadline.Store(now.Add(l.ttl).UnixNano())
+	r.lines = make([]line, 0, 6)
+	r.kinds = make([]lineKind, 0, 6)
+	// Two passes: the capped buckets first (reserved), then the others.
+	scopes, nscopes := [2]*capSet{tc, ac}, 1
+	if a.Agent != "" {
+		nscopes = 2
+	}
+	for pass := 0; pass < 2; pass++ {
+		for ci := range capOrder {
+			for s := 0; s < nscopes; s++ {
+				limit := int64(noLimit)
+				if scopes[s] != nil {
+					limit = scopes[s].limit[ci]
+				}
+				if (limit != noLimit) != (pass == 0) {
+					continue
+				}
+				amount := amt.Tokens
+				if ci == ciEUR {
+					amount = amt.NanoEUR
+				}
+				agent := s == 1
+				r.lines = append(r.lines, line{
+					bucket:   bucketID(a, agent, capOrder[ci], p.period(ci)),
+					limit:    limit,
+					amount:   amount,
+					held:     -1,
+					expireAt: p.exp(ci),
+				})
+				r.kinds = append(r.kinds, lineKind{agent: agent, ci: ci})
+			}
+		}
+		if pass == 0 {
+			r.nres = len(r.lines)
+		}
+	}
+	if r.nres == 0 {
+		// Nothing to hold, but the usage must be recordable: a call is not
+		// served while the store knows it cannot record it.
+		if err := l.store.writable(); err != nil {
+			return nil, err
+		}
+		return r, nil
+	}
+	r.id = l.idPrefix + strconv.FormatUint(l.seq.Add(1), 36)
+	refused, bal, err := l.store.reserve(ctx, r.id, r.lines[:r.nres], now, r.Deadline())
+	if err != nil {
+		return nil, err
+	}
+	if refused >= 0 {
+		ln := r.lines[refused]
+		e := l.exceeded(a, r.kinds[refused], ln.limit, bal.used(), p, now)
+		e.Requested = ln.amount
+		if bal.reserved > 0 && satAdd(bal.committed, ln.amount) <= ln.limit {
+			l.byReservations(ctx, e, ln.bucket, bal, satAdd(bal.used(), ln.amount)-ln.limit, now)
+		}
+		return nil, e
+	}
+	l.hold(r)
+	return r, nil
+}
+
+// Commit replaces the reservation by the actual usage, in the periods fixed
+// at reserve time: the reserved amounts are returned and actual is added to
+// the committed totals of every bucket of the account (tenant's and agent's,
+// capped or not). actual may exceed what was reserved — the provider billed
+// it — and is committed anyway. A reservation that already expired only adds
+// actual. Commit is idempotent per reservation: once a Commit or Release of r
+// succeeded, later ones return nil and change nothing. Errors wrap
+// [ErrUnavailable]; the commit may then be retried (with Redis, a retry
+// after a lost reply is recognised for a minute and not applied twice).
+// When Commit returns nil the usage is stored: appended to the embedded
+// ledger's journal (it survives kill -9) or applied by Redis. An error
+// wrapping [ErrNotDurable] means it was counted in memory only, for now;
+// the reservation is then settled. ctx's
+// cancellation is ignored (a client that disconnected is still charged);
+// its values are kept.
+func (l *Ledger) Commit(ctx context.Context, r *Reservation, actual Amount) error {
+	return l.settle(ctx, r, func(ctx context.Context) error {
+		tokens, nano := max(actual.Tokens, 0), max(actual.NanoEUR, 0)
+		lines := make([]line, len(r.lines))
+		copy(lines, r.lines)
+		for i := range lines {
+			if i < r.nres {
+				lines[i].held = lines[i].amount
+			}
+			if r.kinds[i].ci == ciEUR {
+				lines[i].amount = nano
+			} else {
+				lines[i].amount = tokens
+			}
+		}
+		// A failed commit's hold expires with its lease (the Redis store
+		// renews the holds of the commits it journaled itself, until they
+		// are replayed).
+		return l.store.commit(ctx, r.id, lines, l.now())
+	})
+}
+
+// Release returns the whole reservation: the call failed or was refused
+// before any upstream byte, so nothing is charged. Like Commit it is
+// idempotent per reservation, ignores ctx's cancellation, and its errors
+// wrap [ErrUnavailable] (the reservation is then renewed no more: it
+// expires with its lease).
+func (l *Ledger) Release(ctx context.Context, r *Reservation) error {
+	return l.settle(ctx, r, func(ctx context.Context) error {
+		if r.nres == 0 {
+			return nil
+		}
+		lines := make([]line, r.nres)
+		copy(lines, r.lines)
+		for i := range lines {
+			lines[i].held = lines[i].amount
+		}
+		// A release that failed frees the budget when the lease ends.
+		return l.store.release(ctx, r.id, lines, l.now())
+	})
+}
+
+// settle finishes r once, for Commit and Release: it does nothing when r is
+// nil or already finished, and otherwise runs finish under r's lock. finish
+// gets ctx's values without its cancellation: a caller that went away (a
+// client that disconnected) must not lose the charge, and the store's own
+// timeouts bound the wait. r is renewed no more, whatever the outcome. It is
+// finished when finish returns nil or an error wrapping [ErrNotDurable]
+// (the usage is counted: a retry must not count it again).
+func (l *Ledger) settle(ctx context.Context, r *Reservation, finish func(ctx context.Context) error) error {
+	if r == nil {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.done {
+		return nil
+	}
+	defer l.forget(r)
+	err := finish(context.WithoutCancel(ctx))
+	if err == nil || errors.Is(err, ErrNotDurable) {
+		r.done = true
+	}
+	return err
+}
