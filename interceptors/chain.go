@@ -14,6 +14,7 @@ import (
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/selector"
 	"google.golang.org/grpc"
 
+	"github.com/flexway/flexway/interceptors/adminkey"
 	"github.com/flexway/flexway/interceptors/audit"
 	"github.com/flexway/flexway/interceptors/budget"
 	"github.com/flexway/flexway/interceptors/identity"
@@ -118,16 +119,15 @@ func New(c Config) (*Chain, error) {
 		unary = append(unary, c.Budget.UnaryServerInterceptor())
 		stream = append(stream, c.Budget.StreamServerInterceptor())
 	}
-	adminUnary, adminStream := admin.Authorize(c.AdminKeySum)
 	return &Chain{
 		Unary: []grpc.UnaryServerInterceptor{
 			recovery.UnaryServerInterceptor(rec),
-			adminUnary,
+			adminkey.UnaryServerInterceptor(c.AdminKeySum),
 			selector.UnaryServerInterceptor(composeUnary(unary...), guarded),
 		},
 		Stream: []grpc.StreamServerInterceptor{
 			recovery.StreamServerInterceptor(rec),
-			adminStream,
+			adminkey.StreamServerInterceptor(c.AdminKeySum),
 			selector.StreamServerInterceptor(composeStream(stream...), guarded),
 		},
 	}, nil

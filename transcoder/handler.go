@@ -17,8 +17,10 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
+	"github.com/flexway/flexway/server/bearer"
 	"github.com/flexway/flexway/server/faults"
 	"github.com/flexway/flexway/server/openaiwire"
+	"github.com/flexway/flexway/server/requestid"
 )
 
 // front serves the HTTP surface; see [New].
@@ -313,10 +315,11 @@ func (f *front) tooLarge() *faults.Error {
 	return faults.New(faults.RequestTooLarge, "request body is larger than %d bytes", f.opts.MaxBodyBytes)
 }
 
-// authorized refuses a request without credentials before its body is read;
-// the key itself is checked by the identity interceptor.
+// authorized refuses a request without a bearer key ([bearer.Token])
+// before its body is read; the key itself is checked by the identity
+// interceptor.
 func authorized(w http.ResponseWriter, r *http.Request) bool {
-	if r.Header.Get("Authorization") == "" {
+	if _, ok := bearer.Token(r.Header.Get("Authorization")); !ok {
 		writeOpenAIError(w, faults.New(faults.InvalidAPIKey, "missing API key: send Authorization: Bearer <key>"))
 		return false
 	}
@@ -480,7 +483,7 @@ func (f *front) logFailure(r *http.Request, fe *faults.Error, streamStarted bool
 	if fe.HTTPStatus() < 500 && !streamStarted {
 		return
 	}
-	attrs := []any{"request_id", r.Header.Get(RequestIDHeader), "path", logPath(r), "reason", string(fe.Reason), "status", fe.HTTPStatus()}
+	attrs := []any{"request_id", r.Header.Get(requestid.Header), "path", logPath(r), "reason", string(fe.Reason), "status", fe.HTTPStatus()}
 	if streamStarted {
 		attrs = append(attrs, "stream_started", true)
 	}
