@@ -8,7 +8,6 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"os"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -22,6 +21,7 @@ import (
 	"github.com/flexway/flexway/server/call"
 	"github.com/flexway/flexway/server/faults"
 	"github.com/flexway/flexway/server/openaiwire"
+	"github.com/flexway/flexway/server/tokenfile"
 )
 
 // Body limits.
@@ -30,8 +30,6 @@ const (
 	maxAnswerBytes = 64 << 20
 	// maxStatusBodyBytes bounds the upstream 4xx body kept for relay.
 	maxStatusBodyBytes = 1 << 20
-	// maxTokenFileBytes bounds a token file.
-	maxTokenFileBytes = 64 << 10
 )
 
 // Backend is a `kind: openai` or `kind: relay` backend. It implements [backends.Backend] and
@@ -302,37 +300,13 @@ func (b *Backend) credentials() (name, value string, err error) {
 	if b.tokenFile == "" {
 		return b.authName, b.authValue, nil
 	}
-	token, err := readToken(b.tokenFile)
+	token, err := tokenfile.Read(b.tokenFile)
 	if err != nil {
 		// The cause names the path, for logs; the message says nothing of
 		// the file.
 		return "", "", faults.Wrap(faults.UpstreamError, err, "upstream "+b.name+": its token file cannot be used")
 	}
 	return "Authorization", "Bearer " + token, nil
-}
-
-// readToken reads a token file, trimmed.
-func readToken(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxTokenFileBytes+1))
-	if err != nil {
-		return "", err
-	}
-	if len(data) > maxTokenFileBytes {
-		return "", errors.New("token file " + path + " is over 64KiB")
-	}
-	token := strings.TrimSpace(string(data))
-	switch {
-	case token == "":
-		return "", errors.New("token file " + path + " is empty")
-	case !validHeaderValue(token):
-		return "", errors.New("token file " + path + " holds a character not allowed in a header")
-	}
-	return token, nil
 }
 
 // readAll reads the whole answer body, up to limit bytes.
