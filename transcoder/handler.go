@@ -365,23 +365,36 @@ func copyHeaders(w http.ResponseWriter, md metadata.MD) {
 	}
 }
 
-func (f *front) chatCompletions(w http.ResponseWriter, r *http.Request) {
+// readRequest checks that r carries a key, asks for admission, reads the
+// body and parses it with parse: the steps of every /v1/* call with a
+// body, in that order, so that nothing is read for a caller without a key
+// or over the inflight bound. It returns the context of the call to the
+// core and the request; on failure it has written the error and ok is
+// false.
+func readRequest[T any](f *front, w http.ResponseWriter, r *http.Request, parse func([]byte) (T, error)) (ctx context.Context, req T, ok bool) {
 	if !authorized(w, r) {
-		return
+		return nil, req, false
 	}
-	ctx := f.admit(w, r)
-	if ctx == nil {
-		return
+	if ctx = f.admit(w, r); ctx == nil {
+		return nil, req, false
 	}
 	body, release, fe := f.readBody(w, r)
 	if fe != nil {
 		f.writeBodyError(w, r, fe)
-		return
+		return nil, req, false
 	}
-	req, err := openaiwire.ParseChatCompletionRequest(body)
+	req, err := parse(body)
 	release()
 	if err != nil {
 		writeOpenAIError(w, faults.As(err))
+		return nil, req, false
+	}
+	return ctx, req, true
+}
+
+func (f *front) chatCompletions(w http.ResponseWriter, r *http.Request) {
+	ctx, req, ok := readRequest(f, w, r, openaiwire.ParseChatCompletionRequest)
+	if !ok {
 		return
 	}
 	if req.GetStream() {
@@ -399,22 +412,8 @@ func (f *front) chatCompletions(w http.ResponseWriter, r *http.Request) {
 }
 
 func (f *front) createEmbedding(w http.ResponseWriter, r *http.Request) {
-	if !authorized(w, r) {
-		return
-	}
-	ctx := f.admit(w, r)
-	if ctx == nil {
-		return
-	}
-	body, release, fe := f.readBody(w, r)
-	if fe != nil {
-		f.writeBodyError(w, r, fe)
-		return
-	}
-	req, err := openaiwire.ParseEmbeddingRequest(body)
-	release()
-	if err != nil {
-		writeOpenAIError(w, faults.As(err))
+	ctx, req, ok := readRequest(f, w, r, openaiwire.ParseEmbeddingRequest)
+	if !ok {
 		return
 	}
 	var header metadata.MD

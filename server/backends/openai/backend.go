@@ -98,18 +98,8 @@ func (b *Backend) served(requested string) backends.Served {
 func (b *Backend) CreateChatCompletion(ctx context.Context, req *flexwayv1.CreateChatCompletionRequest) (*flexwayv1.ChatCompletion, backends.Served, error) {
 	served := b.served(req.GetModel())
 	body, err := openaiwire.AppendChatCompletionRequest(nil, req, openaiwire.Upstream{Model: served.ModelSent})
-	if err != nil {
-		return nil, served, encodeError(err)
-	}
-	data, err := b.post(ctx, b.chatURL, body, "choices")
-	if err != nil {
-		return nil, served, err
-	}
-	resp, err := openaiwire.ParseChatCompletion(data)
-	if err != nil {
-		return nil, served, faults.Wrap(faults.UpstreamError, err, "upstream "+b.name+" answered an unreadable completion")
-	}
-	return resp, served, nil
+	resp, err := postJSON(ctx, b, b.chatURL, body, err, "choices", openaiwire.ParseChatCompletion, "an unreadable completion")
+	return resp, served, err
 }
 
 // CreateEmbedding sends req to <url>/embeddings and returns the upstream's
@@ -118,18 +108,28 @@ func (b *Backend) CreateChatCompletion(ctx context.Context, req *flexwayv1.Creat
 func (b *Backend) CreateEmbedding(ctx context.Context, req *flexwayv1.CreateEmbeddingRequest) (*flexwayv1.CreateEmbeddingResponse, backends.Served, error) {
 	served := b.served(req.GetModel())
 	body, err := openaiwire.AppendEmbeddingRequest(nil, req, served.ModelSent)
-	if err != nil {
-		return nil, served, encodeError(err)
+	resp, err := postJSON(ctx, b, b.embeddingsURL, body, err, "data", openaiwire.ParseEmbeddingResponse, "unreadable embeddings")
+	return resp, served, err
+}
+
+// postJSON posts body, whose encoding failed when encErr is not nil, to
+// url ([Backend.post], result naming the answer's result member) and parses
+// the answer with parse; unreadable says what an answer parse refuses is,
+// in the error's message.
+func postJSON[T any](ctx context.Context, b *Backend, url string, body []byte, encErr error, result string, parse func([]byte) (T, error), unreadable string) (T, error) {
+	var zero T
+	if encErr != nil {
+		return zero, encodeError(encErr)
 	}
-	data, err := b.post(ctx, b.embeddingsURL, body, "data")
+	data, err := b.post(ctx, url, body, result)
 	if err != nil {
-		return nil, served, err
+		return zero, err
 	}
-	resp, err := openaiwire.ParseEmbeddingResponse(data)
+	resp, err := parse(data)
 	if err != nil {
-		return nil, served, faults.Wrap(faults.UpstreamError, err, "upstream "+b.name+" answered unreadable embeddings")
+		return zero, faults.Wrap(faults.UpstreamError, err, "upstream "+b.name+" answered "+unreadable)
 	}
-	return resp, served, nil
+	return resp, nil
 }
 
 // post sends a non-streamed request and returns the 2xx answer's body. An
