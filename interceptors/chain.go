@@ -13,6 +13,7 @@ import (
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
 	"google.golang.org/grpc"
 
+	"github.com/flexway/flexway/interceptors/adminkey"
 	"github.com/flexway/flexway/interceptors/audit"
 	"github.com/flexway/flexway/interceptors/budget"
 	"github.com/flexway/flexway/interceptors/identity"
@@ -101,9 +102,8 @@ func New(c Config) (*Chain, error) {
 	if c.OperationNamer != nil {
 		idOpts = append(idOpts, identity.WithOperationNamer(c.OperationNamer))
 	}
-	adminUnary, adminStream := admin.Authorize(c.AdminKeySum)
-	outerUnary := []grpc.UnaryServerInterceptor{recovery.UnaryServerInterceptor(rec), adminUnary}
-	outerStream := []grpc.StreamServerInterceptor{recovery.StreamServerInterceptor(rec), adminStream}
+	outerUnary := []grpc.UnaryServerInterceptor{recovery.UnaryServerInterceptor(rec), adminkey.UnaryServerInterceptor(c.AdminKeySum)}
+	outerStream := []grpc.StreamServerInterceptor{recovery.StreamServerInterceptor(rec), adminkey.StreamServerInterceptor(c.AdminKeySum)}
 	// The tenant-facing interceptors, which exempt methods skip.
 	unary := append(slices.Clip(outerUnary), identity.UnaryServerInterceptor(c.Keys, idOpts...))
 	stream := append(slices.Clip(outerStream), identity.StreamServerInterceptor(c.Keys, idOpts...))

@@ -1,18 +1,13 @@
 package transcoder
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"log/slog"
 	"net/http"
 	"strconv"
 	"time"
-)
 
-// RequestIDHeader carries a call's request id: the caller's when it sent a
-// short printable one, else one the front makes. It is passed to the core
-// (which uses it in logs and audit lines) and set on every response.
-const RequestIDHeader = "X-Request-Id"
+	"github.com/flexway/flexway/server/requestid"
+)
 
 // unreadBodyGrace is how long the server may still read a request body
 // that the handler did not read (it reads up to 256 KiB of it before
@@ -20,7 +15,9 @@ const RequestIDHeader = "X-Request-Id"
 // longer.
 const unreadBodyGrace = time.Second
 
-// withAccess gives every request a request id, sets it on the response,
+// withAccess gives every request a request id (the caller's x-request-id
+// when [requestid.Valid], else a new one, set on the request so that it is
+// passed to the core for its logs and audit lines), sets it on the response,
 // bounds the time its body may take to arrive, and logs one line per
 // request when it ends: method, escaped path (at most 256 bytes), status,
 // bytes written, duration and request id — never a header value, a query
@@ -35,12 +32,12 @@ const unreadBodyGrace = time.Second
 func withAccess(log *slog.Logger, bodyTimeout time.Duration, observe func(*http.Request, int, time.Duration), next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		id := r.Header.Get(RequestIDHeader)
-		if !validRequestID(id) {
-			id = newRequestID()
-			r.Header.Set(RequestIDHeader, id)
+		id := r.Header.Get(requestid.Header)
+		if !requestid.Valid(id) {
+			id = requestid.New()
+			r.Header.Set(requestid.Header, id)
 		}
-		w.Header().Set(RequestIDHeader, id)
+		w.Header().Set(requestid.Header, id)
 		closeAfterSmuggling(w, r)
 		rec := &recorder{ResponseWriter: w, rc: http.NewResponseController(w), hasBody: r.ContentLength != 0}
 		if rec.hasBody {
@@ -73,26 +70,6 @@ func withAccess(log *slog.Logger, bodyTimeout time.Duration, observe func(*http.
 			slog.Float64("duration_ms", float64(took.Microseconds())/1000),
 		)
 	})
-}
-
-// validRequestID accepts ids of 1 to 128 printable ASCII characters.
-func validRequestID(id string) bool {
-	if id == "" || len(id) > 128 {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		if id[i] < 0x21 || id[i] > 0x7e {
-			return false
-		}
-	}
-	return true
-}
-
-// newRequestID returns "req_" and 24 random hex digits.
-func newRequestID() string {
-	var b [12]byte
-	_, _ = rand.Read(b[:])
-	return "req_" + hex.EncodeToString(b[:])
 }
 
 // logPath is the request's escaped path, cut to 256 bytes.

@@ -17,8 +17,10 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
+	"github.com/flexway/flexway/server/bearer"
 	"github.com/flexway/flexway/server/faults"
 	"github.com/flexway/flexway/server/openaiwire"
+	"github.com/flexway/flexway/server/requestid"
 )
 
 // front serves the HTTP surface; see [New].
@@ -313,10 +315,11 @@ func (f *front) tooLarge() *faults.Error {
 	return faults.New(faults.RequestTooLarge, "request body is larger than %d bytes", f.opts.MaxBodyBytes)
 }
 
-// authorized refuses a request without credentials before its body is read;
-// the key itself is checked by the identity interceptor.
+// authorized refuses a request without a bearer key ([bearer.Token])
+// before its body is read; the key itself is checked by the identity
+// interceptor.
 func authorized(w http.ResponseWriter, r *http.Request) bool {
-	if r.Header.Get("Authorization") == "" {
+	if _, ok := bearer.Token(r.Header.Get("Authorization")); !ok {
 		writeOpenAIError(w, faults.New(faults.InvalidAPIKey, "missing API key: send Authorization: Bearer <key>"))
 		return false
 	}
@@ -362,23 +365,36 @@ func copyHeaders(w http.ResponseWriter, md metadata.MD) {
 	}
 }
 
-func (f *front) chatCompletions(w http.ResponseWriter, r *http.Request) {
+// readRequest checks that r carries a key, asks for admission, reads the
+// body and parses it with parse: the steps of every /v1/* call with a
+// body, in that order, so that nothing is read for a caller without a key
+// or over the inflight bound. It returns the context of the call to the
+// core and the request; on failure it has written the error and ok is
+// false.
+func readRequest[T any](f *front, w http.ResponseWriter, r *http.Request, parse func([]byte) (T, error)) (ctx context.Context, req T, ok bool) {
 	if !authorized(w, r) {
-		return
+		return nil, req, false
 	}
-	ctx := f.admit(w, r)
-	if ctx == nil {
-		return
+	if ctx = f.admit(w, r); ctx == nil {
+		return nil, req, false
 	}
 	body, release, fe := f.readBody(w, r)
 	if fe != nil {
 		f.writeBodyError(w, r, fe)
-		return
+		return nil, req, false
 	}
-	req, err := openaiwire.ParseChatCompletionRequest(body)
+	req, err := parse(body)
 	release()
 	if err != nil {
 		writeOpenAIError(w, faults.As(err))
+		return nil, req, false
+	}
+	return ctx, req, true
+}
+
+func (f *front) chatCompletions(w http.ResponseWriter, r *http.Request) {
+	ctx, req, ok := readRequest(f, w, r, openaiwire.ParseChatCompletionRequest)
+	if !ok {
 		return
 	}
 	if req.GetStream() {
@@ -396,22 +412,8 @@ func (f *front) chatCompletions(w http.ResponseWriter, r *http.Request) {
 }
 
 func (f *front) createEmbedding(w http.ResponseWriter, r *http.Request) {
-	if !authorized(w, r) {
-		return
-	}
-	ctx := f.admit(w, r)
-	if ctx == nil {
-		return
-	}
-	body, release, fe := f.readBody(w, r)
-	if fe != nil {
-		f.writeBodyError(w, r, fe)
-		return
-	}
-	req, err := openaiwire.ParseEmbeddingRequest(body)
-	release()
-	if err != nil {
-		writeOpenAIError(w, faults.As(err))
+	ctx, req, ok := readRequest(f, w, r, openaiwire.ParseEmbeddingRequest)
+	if !ok {
 		return
 	}
 	var header metadata.MD
@@ -480,7 +482,7 @@ func (f *front) logFailure(r *http.Request, fe *faults.Error, streamStarted bool
 	if fe.HTTPStatus() < 500 && !streamStarted {
 		return
 	}
-	attrs := []any{"request_id", r.Header.Get(RequestIDHeader), "path", logPath(r), "reason", string(fe.Reason), "status", fe.HTTPStatus()}
+	attrs := []any{"request_id", r.Header.Get(requestid.Header), "path", logPath(r), "reason", string(fe.Reason), "status", fe.HTTPStatus()}
 	if streamStarted {
 		attrs = append(attrs, "stream_started", true)
 	}

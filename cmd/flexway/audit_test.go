@@ -20,7 +20,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
-	"github.com/flexway/flexway/server/report"
+	"github.com/flexway/flexway/server/money"
 )
 
 // auditLines reads the audit file of the gateway configured in dir.
@@ -211,8 +211,8 @@ func TestReportEqualsLedger(t *testing.T) {
 	}
 	total := rows[len(rows)-1]
 	eur := u["eur_per_month"].Committed
-	if total["cost_eur"] != report.FormatEUR(eur) || eur == 0 {
-		t.Fatalf("report total %v EUR, ledger %d nano-euros (%s)", total["cost_eur"], eur, report.FormatEUR(eur))
+	if total["cost_eur"] != money.FormatEUR(eur) || eur == 0 {
+		t.Fatalf("report total %v EUR, ledger %d nano-euros (%s)", total["cost_eur"], eur, money.FormatEUR(eur))
 	}
 	tokens := int64(total["input_tokens"].(float64) + total["output_tokens"].(float64))
 	if tokens != u["tokens_per_day"].Committed {

@@ -21,6 +21,7 @@ import (
 	"github.com/flexway/flexway/server/call"
 	"github.com/flexway/flexway/server/faults"
 	"github.com/flexway/flexway/server/ledger"
+	"github.com/flexway/flexway/server/money"
 )
 
 // Config is what the interceptor needs.
@@ -242,7 +243,7 @@ func (c Config) fill(l *auditlog.Line, a *auditing, err error) {
 		Feature:              a.feature,
 		InputTokens:          o.InputTokens,
 		OutputTokens:         o.OutputTokens,
-		CostEUR:              auditlog.FormatNanoEUR(o.CostNanoEUR),
+		CostEUR:              money.FormatEURFixed(o.CostNanoEUR),
 		CostNanoEUR:          o.CostNanoEUR,
 		UsageEstimated:       o.UsageEstimated,
 		UsageOverReservation: o.UsageOverReservation,

@@ -2,17 +2,16 @@ package identity
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
-	"encoding/hex"
-	"strings"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/flexway/flexway/server/bearer"
 	"github.com/flexway/flexway/server/call"
 	"github.com/flexway/flexway/server/faults"
+	"github.com/flexway/flexway/server/requestid"
 )
 
 // Key is what an API key stands for.
@@ -41,16 +40,13 @@ type Keyring interface {
 // OperationNamer names a gRPC method for audit lines and metrics.
 type OperationNamer func(fullMethod string) string
 
-// RequestIDKey is the metadata key of the caller's request id.
-const RequestIDKey = "x-request-id"
-
 // UnaryServerInterceptor authenticates unary calls; see the package doc.
 func UnaryServerInterceptor(keys Keyring, opts ...Option) grpc.UnaryServerInterceptor {
 	o := evaluate(opts)
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		st, err := authenticate(ctx, keys, info.FullMethod, o)
 		if st != nil {
-			_ = grpc.SetHeader(ctx, metadata.Pairs(RequestIDKey, st.RequestID))
+			_ = grpc.SetHeader(ctx, metadata.Pairs(requestid.Header, st.RequestID))
 		}
 		if err != nil {
 			return nil, err
@@ -66,7 +62,7 @@ func StreamServerInterceptor(keys Keyring, opts ...Option) grpc.StreamServerInte
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		st, err := authenticate(ss.Context(), keys, info.FullMethod, o)
 		if st != nil {
-			_ = ss.SetHeader(metadata.Pairs(RequestIDKey, st.RequestID))
+			_ = ss.SetHeader(metadata.Pairs(requestid.Header, st.RequestID))
 		}
 		if err != nil {
 			return err
@@ -88,7 +84,7 @@ func (w *wrappedStream) Context() context.Context { return w.ctx }
 func authenticate(ctx context.Context, keys Keyring, method string, o *options) (*call.State, error) {
 	md, _ := metadata.FromIncomingContext(ctx)
 	st := &call.State{
-		RequestID: requestID(md),
+		RequestID: requestid.OrNew(first(md, requestid.Header)),
 		Operation: o.namer(method),
 		Start:     time.Now(),
 	}
@@ -126,7 +122,7 @@ const MaxRelayAgentBytes = 64
 // passed an agent name longer than [MaxRelayAgentBytes] or not printable.
 // Whether the tenant and agent are declared is the budget's to check.
 func Identify(keys Keyring, md metadata.MD) (Identity, error) {
-	token, ok := bearer(md)
+	token, ok := bearer.Token(first(md, "authorization"))
 	if !ok {
 		return Identity{}, faults.New(faults.InvalidAPIKey, "missing API key: send Authorization: Bearer <key>")
 	}
@@ -154,17 +150,6 @@ func Identify(keys Keyring, md metadata.MD) (Identity, error) {
 	return id, nil
 }
 
-// bearer returns the token of "authorization: Bearer <token>".
-func bearer(md metadata.MD) (string, bool) {
-	v := first(md, "authorization")
-	scheme, token, ok := strings.Cut(v, " ")
-	if !ok || !strings.EqualFold(scheme, "bearer") {
-		return "", false
-	}
-	token = strings.TrimSpace(token)
-	return token, token != ""
-}
-
 func first(md metadata.MD, key string) string {
 	if key == "" {
 		return ""
@@ -175,17 +160,7 @@ func first(md metadata.MD, key string) string {
 	return ""
 }
 
-// requestID returns the caller's x-request-id when it is short and
-// printable, else a new random id.
-func requestID(md metadata.MD) string {
-	if v := first(md, RequestIDKey); v != "" && len(v) <= 128 && printable(v) {
-		return v
-	}
-	var b [12]byte
-	_, _ = rand.Read(b[:])
-	return "req_" + hex.EncodeToString(b[:])
-}
-
+// printable reports whether s is printable ASCII other than space.
 func printable(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if s[i] < 0x21 || s[i] > 0x7e {

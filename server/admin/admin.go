@@ -1,19 +1,14 @@
 // Package admin implements flexway.v1.AdminService, the operator API: the
 // budget state of tenants and agents, read from the ledger. Authentication
-// (server.admin_key) is the admin interceptor's ([Authorize]); this
+// (server.admin_key) is the interceptor's (interceptors/adminkey); this
 // package answers.
 package admin
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"errors"
 	"slices"
 	"strings"
-
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/metadata"
 
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
 	"github.com/flexway/flexway/server/faults"
@@ -109,46 +104,4 @@ func (s *Service) usage(ctx context.Context, a ledger.Account) (*flexwayv1.Budge
 		})
 	}
 	return out, nil
-}
-
-// Authorize returns the admin interceptors: calls to the admin service
-// need "authorization: Bearer <key>" with the admin key, compared in
-// constant time; with no admin key configured (keySum nil) every admin call
-// is refused. Other methods pass untouched.
-func Authorize(keySum *[sha256.Size]byte) (grpc.UnaryServerInterceptor, grpc.StreamServerInterceptor) {
-	check := func(ctx context.Context, method string) error {
-		if !strings.HasPrefix(method, ServicePrefix) {
-			return nil
-		}
-		if keySum == nil {
-			return faults.New(faults.InvalidAPIKey, "the admin API is off: set server.admin_key to use it")
-		}
-		md, _ := metadata.FromIncomingContext(ctx)
-		var v string
-		if vs := md.Get("authorization"); len(vs) > 0 {
-			v = vs[0]
-		}
-		scheme, token, ok := strings.Cut(v, " ")
-		if !ok || !strings.EqualFold(scheme, "bearer") || strings.TrimSpace(token) == "" {
-			return faults.New(faults.InvalidAPIKey, "missing admin key: send Authorization: Bearer <server.admin_key>")
-		}
-		sum := sha256.Sum256([]byte(strings.TrimSpace(token)))
-		if subtle.ConstantTimeCompare(sum[:], keySum[:]) != 1 {
-			return faults.New(faults.InvalidAPIKey, "invalid admin key")
-		}
-		return nil
-	}
-	unary := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		if err := check(ctx, info.FullMethod); err != nil {
-			return nil, err
-		}
-		return handler(ctx, req)
-	}
-	stream := func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		if err := check(ss.Context(), info.FullMethod); err != nil {
-			return err
-		}
-		return handler(srv, ss)
-	}
-	return unary, stream
 }

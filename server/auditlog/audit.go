@@ -29,7 +29,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -69,7 +68,7 @@ type Line struct {
 	InputTokens  int64 `json:"input_tokens"`
 	OutputTokens int64 `json:"output_tokens"`
 	// CostEUR is the cost committed, a decimal string exact to the
-	// nano-euro ("0.000024000"); see [FormatNanoEUR].
+	// nano-euro ("0.000024000"); see [money.FormatEURFixed].
 	CostEUR string `json:"cost_eur"`
 	// CostNanoEUR is the same in nano-euros, for metrics; not written.
 	CostNanoEUR int64 `json:"-"`
@@ -96,18 +95,6 @@ type Line struct {
 	KeyHash string `json:"key_hash"`
 	// UserHash is the HMAC of the OpenAI user field, "" when absent.
 	UserHash string `json:"user_hash"`
-}
-
-// FormatNanoEUR writes nano-euros as euros with exactly nine decimals:
-// 24000 → "0.000024000", -5 → "-0.000000005".
-func FormatNanoEUR(nano int64) string {
-	sign := ""
-	u := uint64(nano)
-	if nano < 0 {
-		sign, u = "-", uint64(-nano)
-	}
-	frac := strconv.FormatUint(u%1_000_000_000, 10)
-	return sign + strconv.FormatUint(u/1_000_000_000, 10) + "." + "000000000"[len(frac):] + frac
 }
 
 // ErrUnavailable is wrapped by [Writer.Write] and [Writer.Healthy] while

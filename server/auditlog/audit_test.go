@@ -18,18 +18,9 @@ import (
 	"sync"
 	"testing"
 	"time"
-)
 
-func TestFormatNanoEUR(t *testing.T) {
-	for nano, want := range map[int64]string{
-		0: "0.000000000", 24_000: "0.000024000", 1: "0.000000001", 2_500_000_000: "2.500000000",
-		-5: "-0.000000005", 1_000_000_000_000: "1000.000000000",
-	} {
-		if got := FormatNanoEUR(nano); got != want {
-			t.Errorf("FormatNanoEUR(%d) = %q, want %q", nano, got, want)
-		}
-	}
-}
+	"github.com/flexway/flexway/server/money"
+)
 
 func readLines(t *testing.T, path string) []Line {
 	t.Helper()
@@ -59,7 +50,7 @@ func TestCloseWritesEveryAcceptedLine(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 5000 {
-		if err := w.Write(&Line{RequestID: "r", InputTokens: int64(i), CostEUR: FormatNanoEUR(int64(i))}); err != nil {
+		if err := w.Write(&Line{RequestID: "r", InputTokens: int64(i), CostEUR: money.FormatEURFixed(int64(i))}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -174,7 +165,7 @@ func BenchmarkWrite(b *testing.B) {
 	defer w.Close()
 	l := &Line{Time: time.Now(), RequestID: "req_0123456789abcdef", Operation: "ai.chatCompletions", Tenant: "acme", Agent: "bot",
 		Backend: "main", ModelRequested: "m", ModelServed: "m-1", Capability: "chat", InputTokens: 100, OutputTokens: 50,
-		CostEUR: FormatNanoEUR(24_000), MeteredBy: "local", Outcome: "ok", Status: 200, DurationMS: 12.5,
+		CostEUR: money.FormatEURFixed(24_000), MeteredBy: "local", Outcome: "ok", Status: 200, DurationMS: 12.5,
 		KeyHash: w.Hash("acme-bot")}
 	b.ReportAllocs()
 	for b.Loop() {

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/flexway/flexway/server/money"
 )
 
 // soak reports whether the long versions of tests run (FLEXWAY_SOAK=1,
@@ -49,7 +51,7 @@ func TestConcurrentWritesEachLineOnce(t *testing.T) {
 			defer wg.Done()
 			r := rand.New(rand.NewPCG(uint64(g), 12))
 			for i := range perWriter {
-				if err := w.Write(&Line{Time: time.Unix(1, 0).UTC(), RequestID: fmt.Sprintf("g%d-%d", g, i), CostEUR: FormatNanoEUR(1), MeteredBy: "local"}); err != nil {
+				if err := w.Write(&Line{Time: time.Unix(1, 0).UTC(), RequestID: fmt.Sprintf("g%d-%d", g, i), CostEUR: money.FormatEURFixed(1), MeteredBy: "local"}); err != nil {
 					t.Error(err)
 				}
 				switch {

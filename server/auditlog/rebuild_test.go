@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/flexway/flexway/server/money"
 )
 
 // noteOf is the line of call id as the ledger journals it at the commit
@@ -17,7 +19,7 @@ func noteOf(t *testing.T, id string, tokens int64) (note, final []byte) {
 	t.Helper()
 	l := &Line{Time: time.Date(2026, 12, 1, 21, 0, 0, 123456789, time.UTC), RequestID: id, Operation: "ai.chatCompletions",
 		Tenant: "acme", Agent: "bot", Backend: "main", ModelRequested: "m", ModelServed: "m", Capability: "chat",
-		InputTokens: tokens, OutputTokens: 5, CostEUR: FormatNanoEUR(tokens * 1000), MeteredBy: "local",
+		InputTokens: tokens, OutputTokens: 5, CostEUR: money.FormatEURFixed(tokens * 1000), MeteredBy: "local",
 		Outcome: "ok", Status: 200, DurationMS: 1.5, KeyHash: "kh"}
 	note, err := Encode(l)
 	if err != nil {

@@ -13,6 +13,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/flexway/flexway/server/tokenfile"
 )
 
 // Load reads, decodes, defaults, checks and resolves the configuration file
@@ -24,7 +26,7 @@ import (
 // key path), or a plain error when the file cannot be read. Relative paths
 // of the result are absolute, resolved against the file's directory.
 func Load(path string) (*Config, Problems, error) {
-	return loadFile(path, openable)
+	return loadFile(path, tokenfile.Check)
 }
 
 // loadFile is Load, token files being checked by canOpen.
@@ -131,26 +133,6 @@ func (c *Config) checkTokenFiles(col *collector, canOpen func(path string) error
 				"the token file cannot be read now (%w): every call to this backend fails until it can; ignore this if it is mounted later", err)
 		}
 	}
-}
-
-// openable reports, as an error naming path, why a token file cannot be
-// read: it is missing, not a regular file, or not readable by this
-// process. The file is opened and closed, never read: its content is a
-// credential. Anything but a regular file is refused before opening, as
-// opening a FIFO would block.
-func openable(path string) error {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return err
-	}
-	if !fi.Mode().IsRegular() {
-		return fmt.Errorf("%s is not a regular file", path)
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	return f.Close()
 }
 
 // decoder decodes a yaml.Node tree into Go values strictly: every key must

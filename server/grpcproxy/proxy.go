@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 	"sync/atomic"
 
 	"go.opentelemetry.io/otel"
+	"golang.org/x/net/http/httpguts"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -21,6 +21,7 @@ import (
 
 	"github.com/flexway/flexway/server/call"
 	"github.com/flexway/flexway/server/faults"
+	"github.com/flexway/flexway/server/tokenfile"
 )
 
 // Proxy relays calls to the routed services' backends. Build it with [New];
@@ -127,6 +128,9 @@ func newBackend(name string, b Backend, maxBytes int) (*backend, error) {
 	case b.TokenFile != "" || b.AuthValue != "" || b.AuthHeader != "":
 		if b.TokenFile == "" && b.AuthValue == "" {
 			return nil, fmt.Errorf("%s.auth: header %q without a value", key, b.AuthHeader)
+		}
+		if !httpguts.ValidHeaderFieldValue(b.AuthValue) {
+			return nil, fmt.Errorf("%s.auth: the value holds a character not allowed in a header", key)
 		}
 		if out.authKey, err = metadataKey(b.AuthHeader); err != nil {
 			return nil, fmt.Errorf("%s.auth: %w", key, err)
@@ -381,13 +385,9 @@ func (b *backend) outgoing(st *call.State) (metadata.MD, error) {
 	if b.authKey != "" {
 		v := b.authValue
 		if b.tokenFile != "" {
-			tok, err := os.ReadFile(b.tokenFile)
+			t, err := tokenfile.Read(b.tokenFile)
 			if err != nil {
 				return nil, faults.Wrap(faults.UpstreamError, err, "backend "+b.name+": its credential cannot be read")
-			}
-			t := strings.TrimSpace(string(tok))
-			if t == "" {
-				return nil, faults.Wrap(faults.UpstreamError, errors.New(b.tokenFile+": empty token"), "backend "+b.name+": its credential cannot be read")
 			}
 			v = "Bearer " + t
 		}

@@ -59,24 +59,23 @@ var _ protodesc.Resolver = setResolver{}
 
 // FindFileByPath implements [protodesc.Resolver].
 func (r setResolver) FindFileByPath(path string) (protoreflect.FileDescriptor, error) {
-	fd, err := protoregistry.GlobalFiles.FindFileByPath(path)
-	for _, s := range r.sets {
-		if err == nil {
-			break
-		}
-		fd, err = s.FindFileByPath(path)
-	}
-	return fd, err
+	return find(r, func(f *protoregistry.Files) (protoreflect.FileDescriptor, error) { return f.FindFileByPath(path) })
 }
 
 // FindDescriptorByName implements [protodesc.Resolver].
 func (r setResolver) FindDescriptorByName(name protoreflect.FullName) (protoreflect.Descriptor, error) {
-	d, err := protoregistry.GlobalFiles.FindDescriptorByName(name)
+	return find(r, func(f *protoregistry.Files) (protoreflect.Descriptor, error) { return f.FindDescriptorByName(name) })
+}
+
+// find returns what in finds in the global registry, else in the first of
+// r's sets where it finds it, else the last set's error.
+func find[T any](r setResolver, in func(*protoregistry.Files) (T, error)) (T, error) {
+	v, err := in(protoregistry.GlobalFiles)
 	for _, s := range r.sets {
 		if err == nil {
 			break
 		}
-		d, err = s.FindDescriptorByName(name)
+		v, err = in(s)
 	}
-	return d, err
+	return v, err
 }

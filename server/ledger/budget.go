@@ -3,11 +3,11 @@ package ledger
 import (
 	"errors"
 	"fmt"
-	"math"
-	"math/bits"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/flexway/flexway/server/money"
 )
 
 // Cap names one of the three budget caps: [TokensPerDay], [TokensPerMonth]
@@ -64,36 +64,14 @@ type Price struct {
 	Input, Output int64
 }
 
+// perMillion is the denominator of parts per million (the soft threshold).
 const perMillion = 1_000_000
 
 // Cost returns the price in nano-euros of a call that used in input and
 // out output tokens: (in*Input + out*Output) / 1e6, rounded up to the next
-// nano-euro for the call as a whole. It is computed in 128-bit integers, so
-// it never overflows; a result beyond [math.MaxInt64] saturates at
-// math.MaxInt64. Negative token counts and negative prices count as 0.
-func (p Price) Cost(in, out int64) int64 {
-	h1, l1 := bits.Mul64(nonNeg(in), nonNeg(p.Input))
-	h2, l2 := bits.Mul64(nonNeg(out), nonNeg(p.Output))
-	lo, c := bits.Add64(l1, l2, 0)
-	hi, _ := bits.Add64(h1, h2, c) // each product < 2^126: no carry out
-	lo, c = bits.Add64(lo, perMillion-1, 0)
-	hi += c
-	if hi >= perMillion { // quotient would not fit in 64 bits
-		return math.MaxInt64
-	}
-	q, _ := bits.Div64(hi, lo, perMillion)
-	if q > math.MaxInt64 {
-		return math.MaxInt64
-	}
-	return int64(q)
-}
-
-func nonNeg(v int64) uint64 {
-	if v < 0 {
-		return 0
-	}
-	return uint64(v)
-}
+// nano-euro for the call as a whole, saturating at math.MaxInt64
+// ([money.TokenCost]). Negative token counts and negative prices count as 0.
+func (p Price) Cost(in, out int64) int64 { return money.TokenCost(in, p.Input, out, p.Output) }
 
 // Amount is a quantity charged to the caps: Tokens (input+output tokens)
 // against the token caps and NanoEUR (nano-euros) against the euro cap.
@@ -266,28 +244,7 @@ func formatQuantity(u Unit, v int64) string {
 	if u == UnitTokens {
 		return strconv.FormatInt(v, 10) + " tokens"
 	}
-	return FormatEUR(v) + " EUR"
-}
-
-// FormatEUR renders nano-euros as an exact decimal number of euros with at
-// least two decimals and no trailing zeros beyond them: 50_000_000_000 →
-// "50.00", 24_000 → "0.000024", -1_500_000_000 → "-1.50".
-func FormatEUR(nano int64) string {
-	neg := nano < 0
-	u := uint64(nano)
-	if neg {
-		u = -u
-	}
-	frac := fmt.Sprintf("%09d", u%1_000_000_000)
-	frac = strings.TrimRight(frac, "0")
-	for len(frac) < 2 {
-		frac += "0"
-	}
-	s := strconv.FormatUint(u/1_000_000_000, 10) + "." + frac
-	if neg {
-		return "-" + s
-	}
-	return s
+	return money.FormatEUR(v) + " EUR"
 }
 
 // formatWait renders a wait rounded up: "45s", "12m", "3h12m", "17d4h5m".

@@ -43,21 +43,6 @@ func TestCapUnit(t *testing.T) {
 	}
 }
 
-func TestFormatEUR(t *testing.T) {
-	for nano, want := range map[int64]string{
-		0:              "0.00",
-		50_000_000_000: "50.00",
-		24_000:         "0.000024",
-		1:              "0.000000001",
-		-1_500_000_000: "-1.50",
-		math.MinInt64:  "-9223372036.854775808",
-	} {
-		if got := FormatEUR(nano); got != want {
-			t.Errorf("FormatEUR(%d) = %q, want %q", nano, got, want)
-		}
-	}
-}
-
 func TestExceededErrorMessage(t *testing.T) {
 	e := &ExceededError{
 		Account: Account{Tenant: "acme"}, Scope: "tenant", Cap: TokensPerDay,

@@ -91,32 +91,23 @@ func fieldErr(param, format string, args ...any) error {
 
 // nestKey prefixes the param of a *fieldError with the object key it was
 // found under; other errors are returned as they are.
-func nestKey(err error, key string) error {
-	if fe, ok := err.(*fieldError); ok {
-		switch {
-		case fe.param == "":
-			fe.param = key
-		case fe.param[0] == '[':
-			fe.param = key + fe.param
-		default:
-			fe.param = key + "." + fe.param
-		}
-	}
-	return err
-}
+func nestKey(err error, key string) error { return nest(err, key) }
 
 // nestIndex prefixes the param of a *fieldError with the array index it was
 // found at; other errors are returned as they are.
-func nestIndex(err error, i int) error {
+func nestIndex(err error, i int) error { return nest(err, "["+strconv.Itoa(i)+"]") }
+
+// nest prefixes the param of a *fieldError with prefix (a key or an
+// "[i]"), joined with a "." unless the param starts with an index.
+func nest(err error, prefix string) error {
 	if fe, ok := err.(*fieldError); ok {
-		idx := "[" + strconv.Itoa(i) + "]"
 		switch {
 		case fe.param == "":
-			fe.param = idx
+			fe.param = prefix
 		case fe.param[0] == '[':
-			fe.param = idx + fe.param
+			fe.param = prefix + fe.param
 		default:
-			fe.param = idx + "." + fe.param
+			fe.param = prefix + "." + fe.param
 		}
 	}
 	return err

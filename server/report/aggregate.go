@@ -14,6 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/flexway/flexway/server/money"
 )
 
 // Dimension is a key rows can be grouped by (--by).
@@ -478,7 +480,7 @@ func (r *job) line(p *partial, ln []byte) error {
 	if a.CostEUR == nil {
 		return errors.New("no cost_eur")
 	}
-	cost, err := ParseCost(*a.CostEUR)
+	cost, err := money.ParseEURFixed(*a.CostEUR)
 	if err != nil {
 		return fmt.Errorf("cost_eur %q: %v", *a.CostEUR, err)
 	}

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/flexway/flexway/server/money"
 )
 
 // Format is an output format of the report (--format).
@@ -52,11 +54,11 @@ func (t *Totals) values() []string {
 		strconv.FormatInt(t.Calls, 10),
 		strconv.FormatInt(t.InputTokens, 10),
 		strconv.FormatInt(t.OutputTokens, 10),
-		FormatEUR(t.CostNano),
-		FormatEUR(t.LocalCostNano),
-		FormatEUR(t.UpstreamCostNano),
+		money.FormatEUR(t.CostNano),
+		money.FormatEUR(t.LocalCostNano),
+		money.FormatEUR(t.UpstreamCostNano),
 		strconv.FormatInt(t.EstimatedCalls, 10),
-		FormatEUR(t.EstimatedCostNano),
+		money.FormatEUR(t.EstimatedCostNano),
 	}
 }
 
@@ -172,11 +174,11 @@ func (t *Totals) jsonValues() jsonValues {
 		Calls:            t.Calls,
 		InputTokens:      t.InputTokens,
 		OutputTokens:     t.OutputTokens,
-		CostEUR:          FormatEUR(t.CostNano),
-		CostLocalEUR:     FormatEUR(t.LocalCostNano),
-		CostUpstreamEUR:  FormatEUR(t.UpstreamCostNano),
+		CostEUR:          money.FormatEUR(t.CostNano),
+		CostLocalEUR:     money.FormatEUR(t.LocalCostNano),
+		CostUpstreamEUR:  money.FormatEUR(t.UpstreamCostNano),
 		EstimatedCalls:   t.EstimatedCalls,
-		CostEstimatedEUR: FormatEUR(t.EstimatedCostNano),
+		CostEstimatedEUR: money.FormatEUR(t.EstimatedCostNano),
 	}
 }
 
@@ -280,7 +282,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	if r.Total.EstimatedCalls > 0 {
 		fmt.Fprintf(bw, "ESTIMATED: %d %s charged %s EUR on usage Flexway estimated because the upstream never reported it (a cut stream); included in EUR.\n",
-			r.Total.EstimatedCalls, plural(int(r.Total.EstimatedCalls), "call was", "calls were"), FormatEUR(r.Total.EstimatedCostNano))
+			r.Total.EstimatedCalls, plural(int(r.Total.EstimatedCalls), "call was", "calls were"), money.FormatEUR(r.Total.EstimatedCostNano))
 	}
 	return bw.Flush()
 }

@@ -36,6 +36,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/flexway/flexway/server/bearer"
 	"github.com/flexway/flexway/transcoder"
 )
 
@@ -223,11 +224,8 @@ func allow(w http.ResponseWriter, r *http.Request, methods ...string) bool {
 // key returns the admin key r carries, in its Authorization header or its
 // cookie, when it is server.admin_key.
 func (h *handler) key(r *http.Request) (string, bool) {
-	if auth := r.Header.Get("Authorization"); auth != "" {
-		scheme, v, ok := strings.Cut(auth, " ")
-		if ok && strings.EqualFold(scheme, "Bearer") && h.matches(strings.TrimSpace(v)) {
-			return strings.TrimSpace(v), true
-		}
+	if v, ok := bearer.Token(r.Header.Get("Authorization")); ok && h.matches(v) {
+		return v, true
 	}
 	c, err := r.Cookie(CookieName)
 	if err != nil {

@@ -107,22 +107,27 @@ func (b *Backend) allow() (func(error), error) {
 
 // CreateChatCompletion implements [backends.Backend].
 func (b *Backend) CreateChatCompletion(ctx context.Context, req *flexwayv1.CreateChatCompletionRequest) (*flexwayv1.ChatCompletion, backends.Served, error) {
-	done, err := b.allow()
-	if err != nil {
-		return nil, backends.Served{Backend: b.Name()}, err
-	}
-	resp, served, err := b.Backend.CreateChatCompletion(ctx, req)
-	done(err)
-	return resp, served, err
+	return guard(b, func() (*flexwayv1.ChatCompletion, backends.Served, error) {
+		return b.Backend.CreateChatCompletion(ctx, req)
+	})
 }
 
 // CreateEmbedding implements [backends.Backend].
 func (b *Backend) CreateEmbedding(ctx context.Context, req *flexwayv1.CreateEmbeddingRequest) (*flexwayv1.CreateEmbeddingResponse, backends.Served, error) {
+	return guard(b, func() (*flexwayv1.CreateEmbeddingResponse, backends.Served, error) {
+		return b.Backend.CreateEmbedding(ctx, req)
+	})
+}
+
+// guard runs one non-streamed call through the breaker: refused without a
+// network call while the circuit is open, else reported by its error.
+func guard[T any](b *Backend, call func() (T, backends.Served, error)) (T, backends.Served, error) {
 	done, err := b.allow()
 	if err != nil {
-		return nil, backends.Served{Backend: b.Name()}, err
+		var zero T
+		return zero, backends.Served{Backend: b.Name()}, err
 	}
-	resp, served, err := b.Backend.CreateEmbedding(ctx, req)
+	resp, served, err := call()
 	done(err)
 	return resp, served, err
 }

@@ -8,7 +8,6 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"os"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -22,6 +21,7 @@ import (
 	"github.com/flexway/flexway/server/call"
 	"github.com/flexway/flexway/server/faults"
 	"github.com/flexway/flexway/server/openaiwire"
+	"github.com/flexway/flexway/server/tokenfile"
 )
 
 // Body limits.
@@ -30,8 +30,6 @@ const (
 	maxAnswerBytes = 64 << 20
 	// maxStatusBodyBytes bounds the upstream 4xx body kept for relay.
 	maxStatusBodyBytes = 1 << 20
-	// maxTokenFileBytes bounds a token file.
-	maxTokenFileBytes = 64 << 10
 )
 
 // Backend is a `kind: openai` or `kind: relay` backend. It implements [backends.Backend] and
@@ -100,18 +98,8 @@ func (b *Backend) served(requested string) backends.Served {
 func (b *Backend) CreateChatCompletion(ctx context.Context, req *flexwayv1.CreateChatCompletionRequest) (*flexwayv1.ChatCompletion, backends.Served, error) {
 	served := b.served(req.GetModel())
 	body, err := openaiwire.AppendChatCompletionRequest(nil, req, openaiwire.Upstream{Model: served.ModelSent})
-	if err != nil {
-		return nil, served, encodeError(err)
-	}
-	data, err := b.post(ctx, b.chatURL, body, "choices")
-	if err != nil {
-		return nil, served, err
-	}
-	resp, err := openaiwire.ParseChatCompletion(data)
-	if err != nil {
-		return nil, served, faults.Wrap(faults.UpstreamError, err, "upstream "+b.name+" answered an unreadable completion")
-	}
-	return resp, served, nil
+	resp, err := postJSON(ctx, b, b.chatURL, body, err, "choices", openaiwire.ParseChatCompletion, "an unreadable completion")
+	return resp, served, err
 }
 
 // CreateEmbedding sends req to <url>/embeddings and returns the upstream's
@@ -120,18 +108,28 @@ func (b *Backend) CreateChatCompletion(ctx context.Context, req *flexwayv1.Creat
 func (b *Backend) CreateEmbedding(ctx context.Context, req *flexwayv1.CreateEmbeddingRequest) (*flexwayv1.CreateEmbeddingResponse, backends.Served, error) {
 	served := b.served(req.GetModel())
 	body, err := openaiwire.AppendEmbeddingRequest(nil, req, served.ModelSent)
-	if err != nil {
-		return nil, served, encodeError(err)
+	resp, err := postJSON(ctx, b, b.embeddingsURL, body, err, "data", openaiwire.ParseEmbeddingResponse, "unreadable embeddings")
+	return resp, served, err
+}
+
+// postJSON posts body, whose encoding failed when encErr is not nil, to
+// url ([Backend.post], result naming the answer's result member) and parses
+// the answer with parse; unreadable says what an answer parse refuses is,
+// in the error's message.
+func postJSON[T any](ctx context.Context, b *Backend, url string, body []byte, encErr error, result string, parse func([]byte) (T, error), unreadable string) (T, error) {
+	var zero T
+	if encErr != nil {
+		return zero, encodeError(encErr)
 	}
-	data, err := b.post(ctx, b.embeddingsURL, body, "data")
+	data, err := b.post(ctx, url, body, result)
 	if err != nil {
-		return nil, served, err
+		return zero, err
 	}
-	resp, err := openaiwire.ParseEmbeddingResponse(data)
+	resp, err := parse(data)
 	if err != nil {
-		return nil, served, faults.Wrap(faults.UpstreamError, err, "upstream "+b.name+" answered unreadable embeddings")
+		return zero, faults.Wrap(faults.UpstreamError, err, "upstream "+b.name+" answered "+unreadable)
 	}
-	return resp, served, nil
+	return resp, nil
 }
 
 // post sends a non-streamed request and returns the 2xx answer's body. An
@@ -302,37 +300,13 @@ func (b *Backend) credentials() (name, value string, err error) {
 	if b.tokenFile == "" {
 		return b.authName, b.authValue, nil
 	}
-	token, err := readToken(b.tokenFile)
+	token, err := tokenfile.Read(b.tokenFile)
 	if err != nil {
 		// The cause names the path, for logs; the message says nothing of
 		// the file.
 		return "", "", faults.Wrap(faults.UpstreamError, err, "upstream "+b.name+": its token file cannot be used")
 	}
 	return "Authorization", "Bearer " + token, nil
-}
-
-// readToken reads a token file, trimmed.
-func readToken(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxTokenFileBytes+1))
-	if err != nil {
-		return "", err
-	}
-	if len(data) > maxTokenFileBytes {
-		return "", errors.New("token file " + path + " is over 64KiB")
-	}
-	token := strings.TrimSpace(string(data))
-	switch {
-	case token == "":
-		return "", errors.New("token file " + path + " is empty")
-	case !validHeaderValue(token):
-		return "", errors.New("token file " + path + " holds a character not allowed in a header")
-	}
-	return token, nil
 }
 
 // readAll reads the whole answer body, up to limit bytes.

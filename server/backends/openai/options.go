@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/net/http/httpguts"
+
 	"github.com/flexway/flexway/server/backends/clienttls"
 )
 
@@ -388,33 +390,13 @@ func newTransport(tlsConf *tls.Config, https bool, timeout time.Duration) *http.
 	return t
 }
 
-// validHeaderName reports whether s is an RFC 9110 token.
-func validHeaderName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
-		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
-		default:
-			return false
-		}
-	}
-	return true
-}
+// validHeaderName reports whether s is an RFC 9110 token
+// ([httpguts.ValidHeaderFieldName]).
+func validHeaderName(s string) bool { return httpguts.ValidHeaderFieldName(s) }
 
-// validHeaderValue reports whether s may be sent as a header value: no
-// control character but tab, no leading or trailing whitespace.
+// validHeaderValue reports whether s may be sent as a header value as it
+// is: not empty, no leading or trailing whitespace, and no control
+// character but tab ([httpguts.ValidHeaderFieldValue]).
 func validHeaderValue(s string) bool {
-	if s == "" || s != strings.TrimSpace(s) {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; (c < ' ' && c != '\t') || c == 0x7f {
-			return false
-		}
-	}
-	return true
+	return s != "" && s == strings.TrimSpace(s) && httpguts.ValidHeaderFieldValue(s)
 }
