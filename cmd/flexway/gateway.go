@@ -27,7 +27,6 @@ import (
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
 	"github.com/flexway/flexway/interceptors"
 	"github.com/flexway/flexway/interceptors/audit"
-	"github.com/flexway/flexway/interceptors/budget"
 	"github.com/flexway/flexway/interceptors/identity"
 	"github.com/flexway/flexway/interceptors/wirenull"
 	"github.com/flexway/flexway/server"
@@ -41,6 +40,7 @@ import (
 	"github.com/flexway/flexway/server/grpcproxy"
 	"github.com/flexway/flexway/server/imagecheck"
 	"github.com/flexway/flexway/server/ledger"
+	"github.com/flexway/flexway/server/metering"
 	"github.com/flexway/flexway/server/routing"
 	"github.com/flexway/flexway/server/telemetry"
 	"github.com/flexway/flexway/transcoder"
@@ -101,23 +101,22 @@ func build(cfg *config.Config, log *slog.Logger, led *ledger.Ledger, aw *auditlo
 	keys := newKeyring(cfg)
 	routes := routingTable(cfg)
 	accts := newAccounts(cfg)
-	var meter *budget.Meter
-	if led != nil {
-		meter = budget.New(budget.Config{
-			Ledger:                led,
-			Routes:                routes,
-			Prices:                prices(cfg),
-			ReserveOutputTokens:   cfg.AI.Budget.ReserveOutputTokens,
-			ReserveTokensPerImage: cfg.AI.Vision.ReserveTokensPerImage,
-			MaxOutputTokens:       cfg.AI.Budget.MaxOutputTokens,
-			PromptOverheadTokens:  promptOverheads(cfg),
-			Known:                 accts.Known,
-			Proxied:               proxied,
-			FrameSize:             frameSize,
-			Tracer:                tracer,
-			Logger:                log,
-		})
-	}
+	// Without a ledger (flexway validate) the meter plans calls and
+	// meters none.
+	meter := metering.New(metering.Config{
+		Ledger:                led,
+		Routes:                routes,
+		Prices:                prices(cfg),
+		ReserveOutputTokens:   cfg.AI.Budget.ReserveOutputTokens,
+		ReserveTokensPerImage: cfg.AI.Vision.ReserveTokensPerImage,
+		MaxOutputTokens:       cfg.AI.Budget.MaxOutputTokens,
+		PromptOverheadTokens:  promptOverheads(cfg),
+		Known:                 accts.Known,
+		Proxied:               proxied,
+		FrameSize:             frameSize,
+		Tracer:                tracer,
+		Logger:                log,
+	})
 	var adminSum *[sha256.Size]byte
 	if !cfg.Server.AdminKey.IsZero() {
 		v, err := cfg.Server.AdminKey.Resolve()
@@ -226,7 +225,7 @@ func build(cfg *config.Config, log *slog.Logger, led *ledger.Ledger, aw *auditlo
 		forward = append(forward, h.Tenant, h.Agent, h.Sensitive)
 	}
 	var admit func(context.Context) (context.Context, error)
-	if meter != nil {
+	if led != nil {
 		admit = func(ctx context.Context) (context.Context, error) {
 			md, _ := metadata.FromOutgoingContext(ctx)
 			id, err := identity.Identify(keys, md)

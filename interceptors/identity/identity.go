@@ -91,6 +91,7 @@ func authenticate(ctx context.Context, keys Keyring, method string, o *options) 
 		RequestID: requestID(md),
 		Operation: o.namer(method),
 		Start:     time.Now(),
+		Admitted:  call.AdmissionFrom(ctx), // the HTTP front's check before the body
 	}
 	id, err := Identify(keys, md)
 	if err != nil {
