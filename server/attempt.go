@@ -26,11 +26,13 @@ const (
 // issues plug theirs in the same way; [Core.runPlan] runs it for each
 // backend of the plan until one serves.
 //
-// It calls b with ctx (the attempt's span's context) and fills o, whose
-// Backend and ModelRequested the runner has set: the model sent or served
-// (ModelServed), Served once the caller got an answer from b, and the
-// usage (InputTokens, OutputTokens, UsageReported, OutputBytes,
-// OutputEvents). fallback is set when b is not the plan's first backend.
+// It calls b with ctx (the attempt's span's context) and returns o, whose
+// Backend and ModelRequested the runner has set, completed with what the
+// attempt learnt: the model sent or served (ModelServed), Served once the
+// caller got an answer from b, and the usage (InputTokens, OutputTokens,
+// UsageReported, OutputBytes, OutputEvents); o is passed by value, so that
+// an attempt costs no allocation for it. fallback is set when b is not the
+// plan's first backend.
 //
 // committed reports that the attempt answered the caller itself: a
 // streaming attempt sets it once a chunk reached the client (it sends the
@@ -42,7 +44,7 @@ const (
 // err is the attempt's failure, as the backends report it
 // ([backends.Backend]): [canFallBack] decides whether the next backend is
 // tried.
-type attemptFunc func(ctx context.Context, b backends.Backend, o *call.Outcome, fallback bool) (committed bool, err error)
+type attemptFunc func(ctx context.Context, b backends.Backend, o call.Outcome, fallback bool) (_ call.Outcome, committed bool, err error)
 
 // runPlan runs try on the backends of the call's plan (st.Plan), in order,
 // until one serves, under DESIGN.md's fallback rules: the next backend is
@@ -66,9 +68,8 @@ func (c *Core) runPlan(ctx context.Context, st *call.State, model string, try at
 		if !ok {
 			return faults.New(faults.Internal, "backend %q is not configured", name)
 		}
-		o := call.Outcome{Backend: name, ModelRequested: model}
 		actx, span := c.startAttempt(ctx, name, i)
-		committed, err := try(actx, b, &o, i > 0)
+		o, committed, err := try(actx, b, call.Outcome{Backend: name, ModelRequested: model}, i > 0)
 		endAttempt(span, err)
 		st.SetOutcome(o)
 		if err == nil {

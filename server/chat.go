@@ -24,11 +24,11 @@ func (c *Core) CreateChatCompletion(ctx context.Context, req *flexwayv1.CreateCh
 		return nil, err
 	}
 	var resp *flexwayv1.ChatCompletion
-	err = c.runPlan(ctx, st, req.GetModel(), func(ctx context.Context, b backends.Backend, o *call.Outcome, _ bool) (bool, error) {
+	err = c.runPlan(ctx, st, req.GetModel(), func(ctx context.Context, b backends.Backend, o call.Outcome, _ bool) (call.Outcome, bool, error) {
 		r, served, err := b.CreateChatCompletion(ctx, req)
 		o.ModelServed = served.ModelSent
 		if err != nil {
-			return false, err
+			return o, false, err
 		}
 		o.Served = true
 		if r.GetModel() != "" {
@@ -42,7 +42,7 @@ func (c *Core) CreateChatCompletion(ctx context.Context, req *flexwayv1.CreateCh
 			o.OutputBytes += outputBytes(ch.GetMessage())
 		}
 		resp = r
-		return false, nil
+		return o, false, nil
 	})
 	if err != nil {
 		return nil, err
@@ -65,16 +65,16 @@ func (c *Core) StreamChatCompletion(req *flexwayv1.CreateChatCompletionRequest, 
 		return err
 	}
 	wantUsage := req.GetStreamOptions().GetIncludeUsage()
-	return c.runPlan(ctx, st, req.GetModel(), func(ctx context.Context, b backends.Backend, o *call.Outcome, fallback bool) (bool, error) {
+	return c.runPlan(ctx, st, req.GetModel(), func(ctx context.Context, b backends.Backend, o call.Outcome, fallback bool) (call.Outcome, bool, error) {
 		stream, served, err := b.StreamChatCompletion(ctx, req)
 		o.ModelServed = served.ModelSent
 		if err != nil {
-			return false, err
+			return o, false, err
 		}
-		sent, err := c.relay(ss, stream, o, wantUsage, fallback, st.OutputLimit)
+		sent, err := c.relay(ss, stream, &o, wantUsage, fallback, st.OutputLimit)
 		stream.Close()
 		// A stream that ended has answered, even with no chunk.
-		return sent || err == nil, err
+		return o, sent || err == nil, err
 	})
 }
 

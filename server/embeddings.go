@@ -18,11 +18,11 @@ func (c *Core) CreateEmbedding(ctx context.Context, req *flexwayv1.CreateEmbeddi
 		return nil, err
 	}
 	var resp *flexwayv1.CreateEmbeddingResponse
-	err = c.runPlan(ctx, st, req.GetModel(), func(ctx context.Context, b backends.Backend, o *call.Outcome, _ bool) (bool, error) {
+	err = c.runPlan(ctx, st, req.GetModel(), func(ctx context.Context, b backends.Backend, o call.Outcome, _ bool) (call.Outcome, bool, error) {
 		r, served, err := b.CreateEmbedding(ctx, req)
 		o.ModelServed = served.ModelSent
 		if err != nil {
-			return false, err
+			return o, false, err
 		}
 		if r.GetModel() != "" {
 			o.ModelServed = r.GetModel()
@@ -32,7 +32,7 @@ func (c *Core) CreateEmbedding(ctx context.Context, req *flexwayv1.CreateEmbeddi
 			o.InputTokens, o.UsageReported = u.GetPromptTokens(), true
 		}
 		resp = r
-		return false, nil
+		return o, false, nil
 	})
 	if err != nil {
 		return nil, err

@@ -36,10 +36,10 @@ const HeaderBudget = "flexway-budget"
 type Meter interface {
 	// Reserve readies the call of st, whose decoded request is req,
 	// before the service runs (plan into st.Plan, caps, reservation); it
-	// returns the reservation to settle once the call has ended (nil,
-	// and nil-safe, when nothing is to be settled), or the call's
-	// refusal. See [metering.Meter.Reserve].
-	Reserve(ctx context.Context, st *call.State, req any) (*metering.Reservation, error)
+	// returns the reservation to settle once the call has ended (the zero
+	// one when nothing is to be settled), or the call's refusal. See
+	// [metering.Meter.Reserve].
+	Reserve(ctx context.Context, st *call.State, req any) (metering.Reservation, error)
 	// ReserveProxied readies a proxied specialised-model call of
 	// fullMethod; proxied is false for any other method. See
 	// [metering.Meter.ReserveProxied].
@@ -104,7 +104,7 @@ type stream struct {
 	grpc.ServerStream
 	m        Meter
 	st       *call.State
-	res      *metering.Reservation
+	res      metering.Reservation
 	reserved bool
 }
 

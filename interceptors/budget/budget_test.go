@@ -25,10 +25,10 @@ type fakeMeter struct {
 
 var _ budget.Meter = (*fakeMeter)(nil)
 
-func (f *fakeMeter) Reserve(_ context.Context, st *call.State, _ any) (*metering.Reservation, error) {
+func (f *fakeMeter) Reserve(_ context.Context, st *call.State, _ any) (metering.Reservation, error) {
 	f.reserves++
 	st.Soft = f.soft
-	return nil, f.err
+	return metering.Reservation{}, f.err
 }
 
 func (f *fakeMeter) ReserveProxied(context.Context, *call.State, string) (*metering.ProxiedCall, bool, error) {

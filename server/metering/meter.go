@@ -135,7 +135,8 @@ func Metered(req any) bool {
 }
 
 // Reservation is a chat or embeddings call's hold on its budget, from
-// [Meter.Reserve] to [Reservation.Settle].
+// [Meter.Reserve] to [Reservation.Settle]; the zero Reservation holds
+// nothing. It is a value, so that holding it costs the call no allocation.
 type Reservation struct {
 	m   *Meter
 	st  *call.State
@@ -156,25 +157,25 @@ type Reservation struct {
 //
 // Errors: faults.UnknownTenant, faults.InvalidRequest, faults.BudgetExceeded
 // (with Retry-After when waiting helps), faults.Unavailable (the ledger),
-// and the routing table's planning errors. It returns nil, nil for a
-// message it does not meter ([Metered]); without a ledger it only plans,
-// and returns a nil reservation. [Reservation.Settle] is nil-safe.
-func (m *Meter) Reserve(ctx context.Context, st *call.State, req any) (r *Reservation, err error) {
+// and the routing table's planning errors. For a message it does not
+// meter ([Metered]) it does nothing, and without a ledger it only plans:
+// both return the zero reservation, whose Settle does nothing.
+func (m *Meter) Reserve(ctx context.Context, st *call.State, req any) (r Reservation, err error) {
 	if !Metered(req) {
-		return nil, nil
+		return Reservation{}, nil
 	}
 	st.NoteRequest(req)
 	if m.cfg.Ledger == nil {
-		return nil, m.plan(st, false)
+		return Reservation{}, m.plan(st, false)
 	}
 	ctx, span := m.cfg.Tracer.Start(ctx, "flexway.budget.reserve")
 	defer func() { endSpan(span, err) }()
 	acct, err := m.account(st.Tenant, st.Agent)
 	if err != nil {
-		return nil, err
+		return Reservation{}, err
 	}
 	if err := m.prepare(req); err != nil {
-		return nil, err
+		return Reservation{}, err
 	}
 	var soft bool
 	if a := st.Admitted; a != nil && a.Tenant == acct.Tenant && a.Agent == acct.Agent {
@@ -182,12 +183,12 @@ func (m *Meter) Reserve(ctx context.Context, st *call.State, req any) (r *Reserv
 	} else {
 		s, err := m.cfg.Ledger.Check(ctx, acct)
 		if err := refusal(s, err); err != nil {
-			return nil, err
+			return Reservation{}, err
 		}
 		soft = s.Soft
 	}
 	if err := m.plan(st, soft); err != nil {
-		return nil, err
+		return Reservation{}, err
 	}
 	est, _ := m.EstimateFor(req, st.Plan)
 	st.OutputLimit = est.OutputLimit
@@ -197,9 +198,9 @@ func (m *Meter) Reserve(ctx context.Context, st *call.State, req any) (r *Reserv
 		NanoEUR: price.Cost(est.Input, est.Output),
 	})
 	if err != nil {
-		return nil, refusal(ledger.State{}, err)
+		return Reservation{}, refusal(ledger.State{}, err)
 	}
-	return &Reservation{m: m, st: st, res: res, est: est}, nil
+	return Reservation{m: m, st: st, res: res, est: est}, nil
 }
 
 // plan plans the call of st, whose capability is recorded, into st.Plan
@@ -237,10 +238,10 @@ func (m *Meter) prepare(req any) error {
 // updated with the charged cost, and with the charged usage when it was
 // estimated (an answer served without reported usage), so that the audit
 // line reads what was charged. A failed commit or release is logged, never
-// returned: the call has been answered. Settle on a nil reservation does
-// nothing.
-func (r *Reservation) Settle(ctx context.Context) {
-	if r == nil {
+// returned: the call has been answered. Settle on the zero reservation
+// does nothing.
+func (r Reservation) Settle(ctx context.Context) {
+	if r.m == nil {
 		return
 	}
 	m, st, est := r.m, r.st, r.est

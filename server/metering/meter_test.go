@@ -31,18 +31,18 @@ func TestReserveWithoutLedgerPlans(t *testing.T) {
 	m := metering.New(metering.Config{Routes: routes()})
 	st := &call.State{Tenant: "acme"}
 	res, err := m.Reserve(context.Background(), st, chatRequest())
-	if err != nil || res != nil {
-		t.Fatalf("Reserve: %v, %v; want a plan and no reservation", res, err)
+	if err != nil || res != (metering.Reservation{}) {
+		t.Fatalf("Reserve: %+v, %v; want a plan and no reservation", res, err)
 	}
 	if !slices.Equal(st.Plan, []string{"main"}) || st.Capability != call.Chat || st.Soft {
 		t.Fatalf("state %+v: want plan [main], capability chat", st)
 	}
-	res.Settle(context.Background()) // nil-safe
+	res.Settle(context.Background()) // the zero reservation: nothing
 	if _, proxied, err := m.ReserveProxied(context.Background(), st, "/acme.ocr.v1.OcrService/Recognize"); proxied || err != nil {
 		t.Fatalf("ReserveProxied without a Proxied table: %v, %v", proxied, err)
 	}
 	st = &call.State{Tenant: "acme"}
-	if res, err := m.Reserve(context.Background(), st, &flexwayv1.ListModelsRequest{}); res != nil || err != nil || st.Plan != nil {
+	if res, err := m.Reserve(context.Background(), st, &flexwayv1.ListModelsRequest{}); res != (metering.Reservation{}) || err != nil || st.Plan != nil {
 		t.Fatalf("models listing: %v, %v, plan %v: it is not planned here", res, err, st.Plan)
 	}
 }
@@ -78,7 +78,7 @@ func TestReserveUsesAdmission(t *testing.T) {
 	} {
 		st := &call.State{Tenant: "acme", Admitted: tc.admitted}
 		res, err := m.Reserve(context.Background(), st, chatRequest())
-		if err != nil || res == nil {
+		if err != nil || res == (metering.Reservation{}) {
 			t.Fatalf("%s: Reserve: %v, %v", tc.name, res, err)
 		}
 		if !slices.Equal(st.Plan, tc.plan) || st.Soft != (tc.plan[0] == "cheap") {
