@@ -43,8 +43,9 @@ type Config struct {
 	// Vision checks image parts (sizes, data: URIs, origins); nil checks
 	// none.
 	Vision *imagecheck.Checker
-	// Budget meters chat and embeddings calls; nil meters nothing.
-	Budget *budget.Meter
+	// Budget plans and meters chat, embeddings and proxied calls
+	// (server/metering); nil plans and meters nothing.
+	Budget budget.Meter
 	// AdminKeySum is the SHA-256 of server.admin_key; nil turns the admin
 	// service away.
 	AdminKeySum *[sha256.Size]byte
@@ -118,8 +119,8 @@ func New(c Config) (*Chain, error) {
 		stream = append(stream, vision.StreamServerInterceptor(c.Vision))
 	}
 	if c.Budget != nil {
-		unary = append(unary, c.Budget.UnaryServerInterceptor())
-		stream = append(stream, c.Budget.StreamServerInterceptor())
+		unary = append(unary, budget.UnaryServerInterceptor(c.Budget))
+		stream = append(stream, budget.StreamServerInterceptor(c.Budget))
 	}
 	return &Chain{
 		unary: composeUnary(unary...), exemptUnary: composeUnary(outerUnary...),

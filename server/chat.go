@@ -9,144 +9,73 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
+	"github.com/flexway/flexway/server/backends"
 	"github.com/flexway/flexway/server/call"
 	"github.com/flexway/flexway/server/faults"
 )
 
-// CapabilityOf returns what a request of the core's services needs, and
-// false for any other message: embeddings for an embeddings request; for a
-// chat request vision when any message carries an image part, else chat.
-func CapabilityOf(req any) (call.Capability, bool) {
-	switch r := req.(type) {
-	case *flexwayv1.CreateChatCompletionRequest:
-		return capabilityOf(r), true
-	case *flexwayv1.CreateEmbeddingRequest:
-		return call.Embeddings, true
-	}
-	return "", false
-}
-
-// capabilityOf returns what a chat request needs: vision when any message
-// carries an image part, else chat.
-func capabilityOf(req *flexwayv1.CreateChatCompletionRequest) call.Capability {
-	for _, m := range req.GetMessages() {
-		for _, p := range m.GetParts().GetParts() {
-			if p.GetType() == "image_url" {
-				return call.Vision
-			}
-		}
-	}
-	return call.Chat
-}
-
 // CreateChatCompletion implements
 // [flexwayv1.ChatServiceServer.CreateChatCompletion]: the planned backends
-// are tried in order until one serves; a fallback marks the response
-// Flexway-Degraded.
+// are tried in order until one serves ([Core.runPlan]); a fallback marks
+// the response Flexway-Degraded.
 func (c *Core) CreateChatCompletion(ctx context.Context, req *flexwayv1.CreateChatCompletionRequest) (*flexwayv1.ChatCompletion, error) {
 	st, err := state(ctx)
 	if err != nil {
 		return nil, err
 	}
-	plan, err := c.plan(st, capabilityOf(req))
-	if err != nil {
-		return nil, err
-	}
-	var last error
-	for i, name := range plan {
-		b, ok := c.opts.Backends[name]
-		if !ok {
-			return nil, faults.New(faults.Internal, "backend %q is not configured", name)
-		}
-		actx, span := c.startAttempt(ctx, name, i)
-		resp, served, err := b.CreateChatCompletion(actx, req)
-		endAttempt(span, err)
+	var resp *flexwayv1.ChatCompletion
+	err = c.runPlan(ctx, st, req.GetModel(), func(ctx context.Context, b backends.Backend, o call.Outcome, _ bool) (call.Outcome, bool, error) {
+		r, served, err := b.CreateChatCompletion(ctx, req)
+		o.ModelServed = served.ModelSent
 		if err != nil {
-			c.attempt(ctx, st, name, err)
-			st.SetOutcome(call.Outcome{Backend: name, ModelRequested: req.GetModel(), ModelServed: served.ModelSent})
-			last = err
-			if canFallBack(err) && ctx.Err() == nil {
-				continue
-			}
-			return nil, err
+			return o, false, err
 		}
-		o := call.Outcome{Backend: name, ModelRequested: req.GetModel(), ModelServed: served.ModelSent, Served: true}
-		if resp.GetModel() != "" {
-			o.ModelServed = resp.GetModel()
+		o.Served = true
+		if r.GetModel() != "" {
+			o.ModelServed = r.GetModel()
 		}
-		if u := resp.GetUsage(); u != nil {
+		if u := r.GetUsage(); u != nil {
 			o.InputTokens, o.OutputTokens = u.GetPromptTokens(), u.GetCompletionTokens()
 			o.UsageReported = true
 		}
-		for _, ch := range resp.GetChoices() {
+		for _, ch := range r.GetChoices() {
 			o.OutputBytes += outputBytes(ch.GetMessage())
 		}
-		st.SetOutcome(o)
-		if i > 0 {
-			st.SetFallback()
-		}
-		setServedHeaders(ctx, i > 0)
-		return resp, nil
+		resp = r
+		return o, false, nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	return nil, last
+	return resp, nil
 }
 
 // StreamChatCompletion implements
 // [flexwayv1.ChatServiceServer.StreamChatCompletion]. Chunks that carry no
 // content (a role-only delta) are held, with the response headers, until
 // the first chunk that does, so that a backend failing before any content
-// is still fallen back from; after that every chunk is sent as soon as it
-// is read, and a failure ends the stream with an error status (never a
-// made-up end). The usage-only chunk is sent only if the request set
-// stream_options.include_usage.
+// is still fallen back from ([Core.runPlan]); after that every chunk is
+// sent as soon as it is read, and a failure ends the stream with an error
+// status (never a made-up end). The usage-only chunk is sent only if the
+// request set stream_options.include_usage.
 func (c *Core) StreamChatCompletion(req *flexwayv1.CreateChatCompletionRequest, ss flexwayv1.ChatService_StreamChatCompletionServer) error {
 	ctx := ss.Context()
 	st, err := state(ctx)
 	if err != nil {
 		return err
 	}
-	plan, err := c.plan(st, capabilityOf(req))
-	if err != nil {
-		return err
-	}
 	wantUsage := req.GetStreamOptions().GetIncludeUsage()
-	var last error
-	for i, name := range plan {
-		b, ok := c.opts.Backends[name]
-		if !ok {
-			return faults.New(faults.Internal, "backend %q is not configured", name)
-		}
-		o := call.Outcome{Backend: name, ModelRequested: req.GetModel()}
-		actx, span := c.startAttempt(ctx, name, i)
-		stream, served, err := b.StreamChatCompletion(actx, req)
+	return c.runPlan(ctx, st, req.GetModel(), func(ctx context.Context, b backends.Backend, o call.Outcome, fallback bool) (call.Outcome, bool, error) {
+		stream, served, err := b.StreamChatCompletion(ctx, req)
 		o.ModelServed = served.ModelSent
 		if err != nil {
-			endAttempt(span, err)
-			c.attempt(ctx, st, name, err)
-			st.SetOutcome(o)
-			last = err
-			if canFallBack(err) && ctx.Err() == nil {
-				continue
-			}
-			return err
+			return o, false, err
 		}
-		sent, err := c.relay(ss, stream, &o, wantUsage, i > 0, st.OutputLimit)
+		sent, err := c.relay(ss, stream, &o, wantUsage, fallback, st.OutputLimit)
 		stream.Close()
-		endAttempt(span, err)
-		st.SetOutcome(o)
-		if err == nil {
-			if i > 0 {
-				st.SetFallback()
-			}
-			return nil
-		}
-		c.attempt(ctx, st, name, err)
-		last = err
-		if sent || !canFallBack(err) || ctx.Err() != nil {
-			return err
-		}
-	}
-	return last
+		// A stream that ended has answered, even with no chunk.
+		return o, sent || err == nil, err
+	})
 }
 
 // relay copies one upstream stream to the client; sent reports whether any
@@ -154,7 +83,7 @@ func (c *Core) StreamChatCompletion(req *flexwayv1.CreateChatCompletionRequest, 
 // output passes it ([outputTokensAtLeast]), the stream is cut there: the
 // chunk that would pass it is not relayed, a chunk with finish_reason
 // "length" for every choice not yet finished is sent instead, and relay
-// returns as at a normal end (o.OutputCut set); the caller's Close then
+// returns as at a normal end; the caller's Close then
 // cancels the upstream request.
 func (c *Core) relay(ss flexwayv1.ChatService_StreamChatCompletionServer, stream interface {
 	Recv() (*flexwayv1.ChatCompletionChunk, error)
@@ -221,7 +150,6 @@ func (c *Core) relay(ss flexwayv1.ChatService_StreamChatCompletionServer, stream
 			continue
 		}
 		if out.passes(ch) {
-			o.OutputCut = true
 			return true, send(out.lengthChunk(ch))
 		}
 		if err := send(ch); err != nil {

@@ -7,12 +7,9 @@ import (
 	"sort"
 	"time"
 
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/metadata"
 
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
 	"github.com/flexway/flexway/server/backends"
@@ -21,20 +18,14 @@ import (
 	"github.com/flexway/flexway/server/routing"
 )
 
-// Header metadata keys the services set; the HTTP front writes them as
-// response headers.
-const (
-	// HeaderDegraded is set to "backend-fallback" when a fallback served.
-	HeaderDegraded = "flexway-degraded"
-)
-
 // Options configures a [Core].
 type Options struct {
 	// Backends by name; every name the routing table can plan must be here.
 	Backends map[string]backends.Backend
 	// Models lists each backend's configured models, for ListModels.
 	Models map[string][]string
-	// Routes plans every call.
+	// Routes lists, for ListModels, the backends a caller's calls can be
+	// planned on; the calls themselves arrive planned (call.State.Plan).
 	Routes *routing.Table
 	// Logger receives one line per failed upstream attempt (never content);
 	// nil discards.
@@ -90,65 +81,14 @@ func state(ctx context.Context) (*call.State, error) {
 }
 
 // plan returns the backends to try for the call: the plan the budget
-// interceptor priced the call at, else the routing table's.
-func (c *Core) plan(st *call.State, capability call.Capability) ([]string, error) {
-	if st.Plan != nil {
-		return st.Plan, nil
+// interceptor made (server/metering), which the call was priced at. A
+// call that reached the service unplanned is refused: the chain was wired
+// without its planning step.
+func plan(st *call.State) ([]string, error) {
+	if len(st.Plan) == 0 {
+		return nil, faults.New(faults.Internal, "the call was not planned")
 	}
-	p, err := c.opts.Routes.Plan(routing.Request{
-		Tenant: st.Tenant, Agent: st.Agent, Capability: capability, Sensitive: st.Sensitive, Soft: st.Soft,
-	})
-	if err != nil {
-		return nil, err
-	}
-	return p.Backends, nil
-}
-
-// canFallBack reports whether a failed attempt may be followed by the next
-// backend: connection errors, 5xx, timeouts and open circuits, never a 4xx
-// (an upstream 401 or 403, [backends.ErrUpstreamAuth], included, although
-// it is reported as an upstream error) or a cancellation.
-func canFallBack(err error) bool { return backends.Unavailable(err) }
-
-// attempt logs a failed attempt with its cause; the cause never reaches the
-// client.
-func (c *Core) attempt(ctx context.Context, st *call.State, backend string, err error) {
-	fe := faults.As(err)
-	attrs := []any{"request_id", st.RequestID, "backend", backend, "reason", string(fe.Reason)}
-	if fe.Err != nil {
-		attrs = append(attrs, "cause", fe.Err.Error())
-	}
-	if fe.Reason == faults.Canceled {
-		// The caller went away: not the backend's failure.
-		c.log.InfoContext(ctx, "call canceled by the caller", attrs...)
-		return
-	}
-	c.log.WarnContext(ctx, "upstream attempt failed", attrs...)
-}
-
-// startAttempt starts the span of the call's attempt number i (from 0)
-// on backend name.
-func (c *Core) startAttempt(ctx context.Context, name string, i int) (context.Context, trace.Span) {
-	return c.opts.Tracer.Start(ctx, "flexway.upstream_attempt", trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(attribute.String("flexway.backend", name), attribute.Int("flexway.attempt", i+1), attribute.Bool("flexway.fallback", i > 0)))
-}
-
-// endAttempt ends an attempt's span with its error, if any: its reason,
-// never its message.
-func endAttempt(span trace.Span, err error) {
-	if err != nil {
-		reason := string(faults.As(err).Reason)
-		span.SetAttributes(attribute.String("flexway.reason", reason))
-		span.SetStatus(codes.Error, reason)
-	}
-	span.End()
-}
-
-// setServedHeaders sends the header metadata of a served call.
-func setServedHeaders(ctx context.Context, fallback bool) {
-	if fallback {
-		_ = grpc.SetHeader(ctx, metadata.Pairs(HeaderDegraded, "backend-fallback"))
-	}
+	return st.Plan, nil
 }
 
 // ListModels implements [flexwayv1.ModelsServiceServer.ListModels]: the
@@ -161,11 +101,13 @@ func (c *Core) ListModels(ctx context.Context, _ *flexwayv1.ListModelsRequest) (
 	}
 	var names []string
 	for _, capability := range []call.Capability{call.Chat, call.Embeddings} {
-		plan, err := c.plan(st, capability)
+		p, err := c.opts.Routes.Plan(routing.Request{
+			Tenant: st.Tenant, Agent: st.Agent, Capability: capability, Sensitive: st.Sensitive, Soft: st.Soft,
+		})
 		if err != nil {
 			continue
 		}
-		for _, n := range plan {
+		for _, n := range p.Backends {
 			if !slices.Contains(names, n) {
 				names = append(names, n)
 			}

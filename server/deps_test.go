@@ -14,16 +14,21 @@ const module = "github.com/flexway/flexway"
 // on the core, never the reverse, and the pure packages stay pure.
 func TestDependencyDirection(t *testing.T) {
 	rules := []struct {
-		from, to, why string
+		from string
+		to   target
+		why  string
 	}{
-		{"server", "transcoder", "the core never depends on the HTTP front; the front calls the core"},
-		{"server", "interceptors", "the core never depends on the interceptors; they fill the call state the core reads"},
-		{"server/ledger", "server/backends", "the ledger never calls a model"},
-		{"server/routing", "server/backends", "route planning is pure: no network"},
-		{"server/config", "server/routing", "config imports none of the packages it configures"},
-		{"server/config", "server/ledger", "config imports none of the packages it configures"},
-		{"server/config", "server/backends", "config imports none of the packages it configures"},
-		{"server/config", "server/auditlog", "config imports none of the packages it configures"},
+		{"server", dir("transcoder"), "the core never depends on the HTTP front; the front calls the core"},
+		{"server", dir("interceptors"), "the core never depends on the interceptors; they fill the call state the core reads"},
+		{"server/ledger", dir("server/backends"), "the ledger never calls a model"},
+		{"server/routing", dir("server/backends"), "route planning is pure: no network"},
+		{"server/config", dir("server/routing"), "config imports none of the packages it configures"},
+		{"server/config", dir("server/ledger"), "config imports none of the packages it configures"},
+		{"server/config", dir("server/backends"), "config imports none of the packages it configures"},
+		{"server/config", dir("server/auditlog"), "config imports none of the packages it configures"},
+		{"server/auditlog", dir("server/openaiwire"), "the audit log writes metadata lines, never the OpenAI wire format"},
+		{"interceptors", pkg("server"), "edges import the core's domain packages (server/call, server/metering), never the services package"},
+		{"transcoder", pkg("server"), "edges import the core's domain packages (server/call, server/metering), never the services package"},
 	}
 	cmd := exec.Command("go", "list", "-json=ImportPath,Deps", "../...")
 	out, err := cmd.Output()
@@ -49,7 +54,7 @@ func TestDependencyDirection(t *testing.T) {
 			}
 			checked++
 			for _, d := range p.Deps {
-				if under(strings.TrimPrefix(strings.TrimPrefix(d, module), "/"), r.to) && strings.HasPrefix(d, module) {
+				if strings.HasPrefix(d, module) && r.to.matches(strings.TrimPrefix(strings.TrimPrefix(d, module), "/")) {
 					t.Errorf("%s imports %s: %s", p.ImportPath, d, r.why)
 				}
 			}
@@ -60,4 +65,53 @@ func TestDependencyDirection(t *testing.T) {
 	}
 }
 
+// under reports whether pkg is dir or one of its subpackages.
 func under(pkg, dir string) bool { return pkg == dir || strings.HasPrefix(pkg, dir+"/") }
+
+// target is what a rule forbids importing: one package, or a directory
+// (the package there and every subpackage).
+type target struct {
+	path  string
+	exact bool
+}
+
+// pkg is the package at path alone, not its subpackages.
+func pkg(path string) target { return target{path: path, exact: true} }
+
+// dir is the package at path and its subpackages.
+func dir(path string) target { return target{path: path} }
+
+// matches reports whether p, a path relative to the module, is t.
+func (t target) matches(p string) bool {
+	if t.exact {
+		return p == t.path
+	}
+	return under(p, t.path)
+}
+
+// TestRuleMatcher: each kind of rule can fail. An exact rule on the
+// services package matches it alone, not its domain packages; a directory
+// rule matches the directory and its subpackages, not a name that merely
+// begins like it.
+func TestRuleMatcher(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		pkg  string
+		to   target
+		want bool
+	}{
+		{pkg: "server", to: pkg("server"), want: true},
+		{pkg: "server/call", to: pkg("server")},
+		{pkg: "server/metering", to: pkg("server")},
+		{pkg: "server", to: dir("server"), want: true},
+		{pkg: "server/call", to: dir("server"), want: true},
+		{pkg: "server/openaiwire", to: dir("server/openaiwire"), want: true},
+		{pkg: "server/openaiwirex", to: dir("server/openaiwire")},
+		{pkg: "transcoder", to: dir("server")},
+	}
+	for _, tt := range tests {
+		if got := tt.to.matches(tt.pkg); got != tt.want {
+			t.Errorf("%+v.matches(%q) = %v, want %v", tt.to, tt.pkg, got, tt.want)
+		}
+	}
+}

@@ -26,7 +26,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
-	"github.com/flexway/flexway/interceptors/budget"
+	"github.com/flexway/flexway/server/metering"
 	"github.com/flexway/flexway/server/openaiwire"
 )
 
@@ -75,13 +75,13 @@ const chatBody = `{"model":"m","max_tokens":40,"messages":[{"role":"user","conte
 
 // reservedFor is what the gateway reserves for body, in tokens, from the
 // interceptor's own estimate.
-func reservedFor(t testing.TB, body string, reserveOutput int64) budget.Estimate {
+func reservedFor(t testing.TB, body string, reserveOutput int64) metering.Estimate {
 	t.Helper()
 	req, err := openaiwire.ParseChatCompletionRequest([]byte(body))
 	if err != nil {
 		t.Fatal(err)
 	}
-	est, ok := budget.New(budget.Config{ReserveOutputTokens: reserveOutput}).Estimate(req)
+	est, ok := metering.New(metering.Config{ReserveOutputTokens: reserveOutput}).Estimate(req)
 	if !ok {
 		t.Fatal("no estimate for a chat request")
 	}
@@ -300,7 +300,7 @@ func TestStreamCommits(t *testing.T) {
 				w.(http.Flusher).Flush()
 				panic(http.ErrAbortHandler) // the connection drops, no [DONE]
 			},
-			want: est.InputCharge + budget.TokensForBytes(int64(len("Once upon"))),
+			want: est.InputCharge + metering.TokensForBytes(int64(len("Once upon"))),
 		},
 	}
 	for _, tc := range cases {
@@ -344,7 +344,7 @@ func TestStreamCommits(t *testing.T) {
 			if tc.disconnect {
 				// At least the two chunks read, maybe a few more in flight
 				// when the client went away; never the reservation.
-				lo := est.InputCharge + budget.TokensForBytes(int64(2*len("word ")))
+				lo := est.InputCharge + metering.TokensForBytes(int64(2*len("word ")))
 				if got.Committed < lo || got.Committed >= est.Input+est.Output {
 					t.Fatalf("committed %d after a disconnect, want an estimate in [%d, %d)", got.Committed, lo, est.Input+est.Output)
 				}

@@ -16,7 +16,6 @@ import (
 	"google.golang.org/grpc"
 
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
-	"github.com/flexway/flexway/server"
 	"github.com/flexway/flexway/server/auditlog"
 	"github.com/flexway/flexway/server/call"
 	"github.com/flexway/flexway/server/faults"
@@ -95,13 +94,12 @@ func refuse(err error) error {
 
 // auditing is one call being audited.
 type auditing struct {
-	st         *call.State
-	capability call.Capability
-	feature    string
-	user       string
-	note       *[]byte // the buffer of the commit's note, from notePool
-	noteLine   auditlog.Line
-	userHash   string // Hash(user), once computed
+	st       *call.State
+	feature  string
+	user     string
+	note     *[]byte // the buffer of the commit's note, from notePool
+	noteLine auditlog.Line
+	userHash string // Hash(user), once computed
 }
 
 // notePool holds the buffers of commit notes: the ledger copies a note
@@ -132,21 +130,21 @@ func (c Config) begin(ctx context.Context, method string) (*auditing, bool) {
 	}
 	if c.Proxied != nil {
 		if feature, ok := c.Proxied(method); ok {
-			return &auditing{st: st, capability: call.GRPC, feature: feature}, true
+			st.Capability = call.GRPC
+			return &auditing{st: st, feature: feature}, true
 		}
 	}
 	return nil, false
 }
 
 // request notes what the audit line needs of the request: its capability
-// and the OpenAI user field (hashed when written).
+// (recorded in the call's state, where the budget then reads it) and the
+// OpenAI user field (hashed when written).
 func (a *auditing) request(req any) {
-	if a.capability == call.GRPC {
+	if a.st.Capability == call.GRPC {
 		return
 	}
-	if c, ok := server.CapabilityOf(req); ok {
-		a.capability = c
-	}
+	a.st.NoteRequest(req)
 	switch r := req.(type) {
 	case *flexwayv1.CreateChatCompletionRequest:
 		a.user = r.GetUser()
@@ -239,7 +237,7 @@ func (c Config) fill(l *auditlog.Line, a *auditing, err error) {
 		Backend:              o.Backend,
 		ModelRequested:       o.ModelRequested,
 		ModelServed:          o.ModelServed,
-		Capability:           string(a.capability),
+		Capability:           string(st.Capability),
 		Feature:              a.feature,
 		InputTokens:          o.InputTokens,
 		OutputTokens:         o.OutputTokens,

@@ -1,50 +1,111 @@
 package budget_test
 
 import (
+	"context"
+	"errors"
 	"testing"
 
-	"google.golang.org/protobuf/proto"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
 	"github.com/flexway/flexway/interceptors/budget"
+	"github.com/flexway/flexway/server/call"
+	"github.com/flexway/flexway/server/faults"
+	"github.com/flexway/flexway/server/metering"
 )
 
-func TestEstimate(t *testing.T) {
-	m := budget.New(budget.Config{ReserveOutputTokens: 1000, ReserveTokensPerImage: 2048})
-	text := func(role, s string) *flexwayv1.ChatMessage {
-		return &flexwayv1.ChatMessage{Role: role, Content: &flexwayv1.ChatMessage_Text{Text: s}}
+// fakeMeter records what the interceptors ask of the policy.
+type fakeMeter struct {
+	err      error // returned by Reserve
+	soft     bool  // Reserve marks the call soft
+	proxied  bool  // every method is proxied, unmetered
+	reserves int
+}
+
+var _ budget.Meter = (*fakeMeter)(nil)
+
+func (f *fakeMeter) Reserve(_ context.Context, st *call.State, _ any) (metering.Reservation, error) {
+	f.reserves++
+	st.Soft = f.soft
+	return metering.Reservation{}, f.err
+}
+
+func (f *fakeMeter) ReserveProxied(context.Context, *call.State, string) (*metering.ProxiedCall, bool, error) {
+	return nil, f.proxied, nil
+}
+
+// headerStream records the headers set on it and receives one chat request.
+type headerStream struct {
+	grpc.ServerStream
+	ctx    context.Context
+	header metadata.MD
+}
+
+func (s *headerStream) Context() context.Context { return s.ctx }
+func (s *headerStream) SetHeader(md metadata.MD) error {
+	s.header = metadata.Join(s.header, md)
+	return nil
+}
+func (s *headerStream) RecvMsg(any) error { return nil }
+
+// TestUnaryAdapter: the unary interceptor asks the policy for chat and
+// embeddings requests only, refuses with the policy's error without
+// calling the handler, and passes calls without a call state.
+func TestUnaryAdapter(t *testing.T) {
+	chat := &flexwayv1.CreateChatCompletionRequest{}
+	ctx := call.NewContext(context.Background(), &call.State{Tenant: "acme"})
+	handled := 0
+	handler := func(context.Context, any) (any, error) { handled++; return "ok", nil }
+
+	m := &fakeMeter{}
+	in := budget.UnaryServerInterceptor(m)
+	if out, err := in(ctx, chat, &grpc.UnaryServerInfo{}, handler); err != nil || out != "ok" || m.reserves != 1 || handled != 1 {
+		t.Fatalf("chat: %v %v, reserves %d, handled %d", out, err, m.reserves, handled)
 	}
-	image := &flexwayv1.ChatMessage{Role: "user", Content: &flexwayv1.ChatMessage_Parts{Parts: &flexwayv1.ContentParts{Parts: []*flexwayv1.ContentPart{
-		{Type: "text", Text: proto.String("what is this?")},
-		{Type: "image_url", ImageUrl: &flexwayv1.ImageUrl{Url: "data:image/png;base64,AAAA"}},
-	}}}}
-	cases := []struct {
-		name                 string
-		req                  any
-		input, output, limit int64
-		charge               int64
-	}{
-		// "user" + 12 bytes = 16 bytes, one token each at most, + 8 for the
-		// message + 32 for the call; charged 16/3 → 6, + 4 + 3.
-		{"default output", &flexwayv1.CreateChatCompletionRequest{Messages: []*flexwayv1.ChatMessage{text("user", "Hello there!")}}, 16 + 8 + 32, 1000, 0, 6 + 4 + 3},
-		{"max_tokens", &flexwayv1.CreateChatCompletionRequest{MaxTokens: proto.Int64(50), Messages: []*flexwayv1.ChatMessage{text("user", "Hello there!")}}, 56, 50, 50, 13},
-		{"the larger of both fields", &flexwayv1.CreateChatCompletionRequest{MaxTokens: proto.Int64(500), MaxCompletionTokens: proto.Int64(20), Messages: []*flexwayv1.ChatMessage{text("user", "Hello there!")}}, 56, 500, 500, 13},
-		{"n choices", &flexwayv1.CreateChatCompletionRequest{N: proto.Int32(3), MaxCompletionTokens: proto.Int64(20), Messages: []*flexwayv1.ChatMessage{text("user", "Hello there!")}}, 56, 60, 20, 13},
-		// "user" + "what is this?" = 17 bytes, + 8 + 32, + one image.
-		{"image", &flexwayv1.CreateChatCompletionRequest{MaxTokens: proto.Int64(1), Messages: []*flexwayv1.ChatMessage{image}}, 17 + 8 + 32 + 2048, 1, 1, 6 + 4 + 3 + 2048},
-		{"tools count as input", &flexwayv1.CreateChatCompletionRequest{MaxTokens: proto.Int64(1), Messages: []*flexwayv1.ChatMessage{text("user", "Hello there!")},
-			ExtraFields: map[string]string{"tools": `[{"type":"function","function":{"name":"f"}}]`, "seed": "null"}}, 16 + 45 + 8 + 32, 1, 1, (16+45+2)/3 + 4 + 3},
-		{"embeddings text", &flexwayv1.CreateEmbeddingRequest{Input: &flexwayv1.EmbeddingInput{Input: &flexwayv1.EmbeddingInput_Text{Text: "abcdefg"}}}, 7 + 2, 0, 0, 9},
-		{"embeddings texts", &flexwayv1.CreateEmbeddingRequest{Input: &flexwayv1.EmbeddingInput{Input: &flexwayv1.EmbeddingInput_Texts{Texts: &flexwayv1.Texts{Values: []string{"abc", "abcd"}}}}}, 3 + 2 + 4 + 2, 0, 0, 11},
-		{"embeddings token arrays", &flexwayv1.CreateEmbeddingRequest{Input: &flexwayv1.EmbeddingInput{Input: &flexwayv1.EmbeddingInput_TokenArrays{TokenArrays: &flexwayv1.TokenArrays{Values: []*flexwayv1.Tokens{{Values: []int64{1, 2, 3}}, {Values: []int64{4}}}}}}}, 3 + 2 + 1 + 2, 0, 0, 8},
+	if _, err := in(ctx, &flexwayv1.ListModelsRequest{}, &grpc.UnaryServerInfo{}, handler); err != nil || m.reserves != 1 || handled != 2 {
+		t.Fatalf("models listing: %v, reserves %d: it is not metered", err, m.reserves)
 	}
-	for _, tc := range cases {
-		est, ok := m.Estimate(tc.req)
-		if !ok || est.Input != tc.input || est.Output != tc.output || est.OutputLimit != tc.limit || est.InputCharge != tc.charge {
-			t.Errorf("%s: %+v (%v), want input %d, output %d, limit %d, charge %d", tc.name, est, ok, tc.input, tc.output, tc.limit, tc.charge)
+	if _, err := in(context.Background(), chat, &grpc.UnaryServerInfo{}, handler); err != nil || m.reserves != 1 || handled != 3 {
+		t.Fatalf("no call state: %v, reserves %d", err, m.reserves)
+	}
+	refused := faults.New(faults.BudgetExceeded, "over the cap")
+	m.err = refused
+	if _, err := in(ctx, chat, &grpc.UnaryServerInfo{}, handler); !errors.Is(err, refused) || handled != 3 {
+		t.Fatalf("refused: %v, handled %d", err, handled)
+	}
+}
+
+// TestStreamAdapter: a streamed chat call is reserved once, when its
+// request is received, and a call the policy marks soft gets the
+// flexway-budget header; an unmetered proxied method passes its stream
+// unwrapped.
+func TestStreamAdapter(t *testing.T) {
+	m := &fakeMeter{soft: true}
+	in := budget.StreamServerInterceptor(m)
+	ss := &headerStream{ctx: call.NewContext(context.Background(), &call.State{Tenant: "acme"})}
+	handler := func(_ any, s grpc.ServerStream) error {
+		for range 2 {
+			if err := s.RecvMsg(&flexwayv1.CreateChatCompletionRequest{}); err != nil {
+				return err
+			}
 		}
+		return nil
 	}
-	if _, ok := m.Estimate(&flexwayv1.ListModelsRequest{}); ok {
-		t.Error("a models listing is estimated: it is not metered")
+	if err := in(nil, ss, &grpc.StreamServerInfo{FullMethod: flexwayv1.ChatService_StreamChatCompletion_FullMethodName}, handler); err != nil {
+		t.Fatal(err)
+	}
+	if m.reserves != 1 || len(ss.header.Get(budget.HeaderBudget)) != 1 || ss.header.Get(budget.HeaderBudget)[0] != "soft" {
+		t.Fatalf("reserves %d, header %v: want one reservation and flexway-budget: soft", m.reserves, ss.header)
+	}
+
+	p := &fakeMeter{proxied: true}
+	var got grpc.ServerStream
+	err := budget.StreamServerInterceptor(p)(nil, ss, &grpc.StreamServerInfo{FullMethod: "/acme.ocr.v1.OcrService/Recognize"}, func(_ any, s grpc.ServerStream) error {
+		got = s
+		return nil
+	})
+	if err != nil || got != grpc.ServerStream(ss) || p.reserves != 0 {
+		t.Fatalf("unmetered proxied: %v, stream wrapped %v, reserves %d", err, got != grpc.ServerStream(ss), p.reserves)
 	}
 }

@@ -87,6 +87,7 @@ func authenticate(ctx context.Context, keys Keyring, method string, o *options) 
 		RequestID: requestid.OrNew(first(md, requestid.Header)),
 		Operation: o.namer(method),
 		Start:     time.Now(),
+		Admitted:  call.AdmissionFrom(ctx), // the HTTP front's check before the body
 	}
 	id, err := Identify(keys, md)
 	if err != nil {

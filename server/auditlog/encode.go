@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/flexway/flexway/server/openaiwire"
+	"github.com/flexway/flexway/server/jsonstring"
 )
 
 // appendLine appends to dst the JSON encoding of l, byte for byte what
@@ -42,31 +42,31 @@ func appendLine(dst []byte, l *Line) []byte {
 		return appendMarshal(dst[:start], l)
 	}
 	dst = append(dst, `,"request_id":`...)
-	dst = openaiwire.AppendString(dst, l.RequestID)
+	dst = jsonstring.Append(dst, l.RequestID)
 	dst = append(dst, `,"operation":`...)
-	dst = openaiwire.AppendString(dst, l.Operation)
+	dst = jsonstring.Append(dst, l.Operation)
 	dst = append(dst, `,"tenant":`...)
-	dst = openaiwire.AppendString(dst, l.Tenant)
+	dst = jsonstring.Append(dst, l.Tenant)
 	dst = append(dst, `,"agent":`...)
-	dst = openaiwire.AppendString(dst, l.Agent)
+	dst = jsonstring.Append(dst, l.Agent)
 	dst = append(dst, `,"backend":`...)
-	dst = openaiwire.AppendString(dst, l.Backend)
+	dst = jsonstring.Append(dst, l.Backend)
 	dst = append(dst, `,"model_requested":`...)
-	dst = openaiwire.AppendString(dst, l.ModelRequested)
+	dst = jsonstring.Append(dst, l.ModelRequested)
 	dst = append(dst, `,"model_served":`...)
-	dst = openaiwire.AppendString(dst, l.ModelServed)
+	dst = jsonstring.Append(dst, l.ModelServed)
 	dst = append(dst, `,"capability":`...)
-	dst = openaiwire.AppendString(dst, l.Capability)
+	dst = jsonstring.Append(dst, l.Capability)
 	if l.Feature != "" {
 		dst = append(dst, `,"feature":`...)
-		dst = openaiwire.AppendString(dst, l.Feature)
+		dst = jsonstring.Append(dst, l.Feature)
 	}
 	dst = append(dst, `,"input_tokens":`...)
 	dst = strconv.AppendInt(dst, l.InputTokens, 10)
 	dst = append(dst, `,"output_tokens":`...)
 	dst = strconv.AppendInt(dst, l.OutputTokens, 10)
 	dst = append(dst, `,"cost_eur":`...)
-	dst = openaiwire.AppendString(dst, l.CostEUR)
+	dst = jsonstring.Append(dst, l.CostEUR)
 	// CostNanoEUR is not written (json:"-").
 	dst = append(dst, `,"usage_estimated":`...)
 	dst = strconv.AppendBool(dst, l.UsageEstimated)
@@ -74,9 +74,9 @@ func appendLine(dst []byte, l *Line) []byte {
 		dst = append(dst, `,"usage_over_reservation":true`...)
 	}
 	dst = append(dst, `,"metered_by":`...)
-	dst = openaiwire.AppendString(dst, l.MeteredBy)
+	dst = jsonstring.Append(dst, l.MeteredBy)
 	dst = append(dst, `,"outcome":`...)
-	dst = openaiwire.AppendString(dst, l.Outcome)
+	dst = jsonstring.Append(dst, l.Outcome)
 	dst = append(dst, `,"status":`...)
 	dst = strconv.AppendInt(dst, int64(l.Status), 10)
 	dst = append(dst, `,"fallback":`...)
@@ -86,9 +86,9 @@ func appendLine(dst []byte, l *Line) []byte {
 	dst = append(dst, `,"duration_ms":`...)
 	dst = appendFloat64(dst, l.DurationMS)
 	dst = append(dst, `,"key_hash":`...)
-	dst = openaiwire.AppendString(dst, l.KeyHash)
+	dst = jsonstring.Append(dst, l.KeyHash)
 	dst = append(dst, `,"user_hash":`...)
-	dst = openaiwire.AppendString(dst, l.UserHash)
+	dst = jsonstring.Append(dst, l.UserHash)
 	return append(dst, '}')
 }
 

@@ -44,9 +44,19 @@ type State struct {
 	// Sensitive is set when the call must stay on internal backends; it
 	// only ever goes from false to true.
 	Sensitive bool
-	// Plan, when set (by the budget interceptor, which prices the call at
-	// its first backend), is the ordered list of backends the service
-	// tries; nil lets the service plan the call itself.
+	// Capability is what the call needs from a backend: set once, by the
+	// first interceptor that sees the decoded request ([State.NoteRequest]),
+	// or to [GRPC] for a proxied specialised model's call; empty before,
+	// and for a call of no inference service.
+	Capability Capability
+	// Admitted, when set, is the result of the budget's check made before
+	// the request body was read (see [WithAdmission]); nil when none was
+	// made (a gRPC caller's call).
+	Admitted *Admission
+	// Plan is the ordered list of backends the service tries, the first
+	// one the call is priced at; the budget interceptor (server/metering)
+	// sets it for every chat and embeddings call before the service runs,
+	// and the service refuses a call without one.
 	Plan []string
 	// Soft is set when the caller is at or past the soft mark of a cap.
 	Soft bool
@@ -86,20 +96,12 @@ type Outcome struct {
 	// OutputEvents counts the stream events relayed that carried output
 	// for a choice (each is at least one token), summed over choices.
 	OutputEvents int64
-	// OutputCut is set when a stream was cut at State.OutputLimit.
-	OutputCut bool
 	// UsageOverReservation is set when the reported usage, in tokens, is
 	// more than the call's reservation (the upstream did not honour the
 	// output limit, or the call set none and used more than the default).
 	UsageOverReservation bool
 	// CostNanoEUR is the cost committed to the budget, in nano-euros.
 	CostNanoEUR int64
-	// Capability is chat, vision, embeddings or grpc.
-	Capability Capability
-	// Feature is a specialised model's (flexway.v1.operation).ai.feature.
-	Feature string
-	// User is the OpenAI `user` field, for its hash in the audit line.
-	User string
 }
 
 // SetOutcome records the outcome; later calls replace it.

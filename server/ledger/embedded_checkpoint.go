@@ -9,6 +9,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/flexway/flexway/server/money"
 )
 
 // openJournal creates journal file k. With noSync false its directory entry
@@ -136,7 +138,7 @@ func (s *embedded) checkpoint(final bool) error {
 	s.ckpt = nil
 	if err != nil {
 		for id, d := range taken {
-			s.pending[id] = satAdd(s.pending[id], d)
+			s.pending[id] = money.AddSat(s.pending[id], d)
 		}
 		if old != nil && !final {
 			s.old = append(s.old, oldK)

@@ -9,6 +9,8 @@ import (
 	"runtime/debug"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/flexway/flexway/server/money"
 )
 
 var (
@@ -103,7 +105,7 @@ func applyCheckpoint(tx *bolt.Tx, deltas map[string]int64, seq, k uint64) error 
 		if v := bk.Get(key); len(v) == 8 {
 			cur = int64(binary.BigEndian.Uint64(v))
 		}
-		if err := bk.Put(key, binary.BigEndian.AppendUint64(nil, uint64(satAdd(cur, d)))); err != nil {
+		if err := bk.Put(key, binary.BigEndian.AppendUint64(nil, uint64(money.AddSat(cur, d)))); err != nil {
 			return err
 		}
 	}

@@ -8,6 +8,8 @@ import (
 	"os"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/flexway/flexway/server/money"
 )
 
 // recover replays the journal files into the bbolt file (the records it
@@ -101,7 +103,7 @@ func (s *embedded) replay(name string, lastFile bool, applied, after uint64, del
 			continue // already in the bbolt file: a crash before its journal was deleted
 		}
 		for _, d := range rec.deltas {
-			deltas[d.bucket] = satAdd(deltas[d.bucket], d.delta)
+			deltas[d.bucket] = money.AddSat(deltas[d.bucket], d.delta)
 		}
 	}
 	if jr.err != nil {

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/flexway/flexway/server/money"
 )
 
 // bucket returns the cached bucket, loading it from the file. Called with
@@ -69,8 +71,8 @@ func (s *embedded) reserve(_ context.Context, id string, lines []line, now, dead
 		if err != nil {
 			return 0, balance{}, err
 		}
-		used := satAdd(b.committed, b.reserved)
-		if l.limit >= 0 && satAdd(used, l.amount) > l.limit {
+		used := money.AddSat(b.committed, b.reserved)
+		if l.limit >= 0 && money.AddSat(used, l.amount) > l.limit {
 			return i, balance{committed: b.committed, reserved: b.reserved}, nil
 		}
 		r.lines[i] = eline{b: b, amount: l.amount}
@@ -127,7 +129,7 @@ func (s *embedded) leaseEnd(_ context.Context, bucket string, need int64, now ti
 	slices.SortFunc(hs, func(x, y held) int { return cmp.Compare(x.deadline, y.deadline) })
 	var freed int64
 	for _, h := range hs {
-		if freed = satAdd(freed, h.amount); freed >= need {
+		if freed = money.AddSat(freed, h.amount); freed >= need {
 			return time.Unix(0, h.deadline), nil
 		}
 	}
@@ -196,8 +198,8 @@ func (s *embedded) commit(ctx context.Context, id string, lines []line, _ time.T
 	}
 	for i, l := range lines {
 		if l.amount != 0 {
-			bs[i].committed = satAdd(bs[i].committed, l.amount)
-			s.pending[l.bucket] = satAdd(s.pending[l.bucket], l.amount)
+			bs[i].committed = money.AddSat(bs[i].committed, l.amount)
+			s.pending[l.bucket] = money.AddSat(s.pending[l.bucket], l.amount)
 		}
 	}
 	if werr != nil {

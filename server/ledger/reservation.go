@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/flexway/flexway/server/money"
 )
 
 // Reservation is budget held for one call by [Ledger.Reserve], to be
@@ -110,8 +112,8 @@ func (l *Ledger) Reserve(ctx context.Context, a Account, amt Amount) (*Reservati
 		ln := r.lines[refused]
 		e := l.exceeded(a, r.kinds[refused], ln.limit, bal.used(), p, now)
 		e.Requested = ln.amount
-		if bal.reserved > 0 && satAdd(bal.committed, ln.amount) <= ln.limit {
-			l.byReservations(ctx, e, ln.bucket, bal, satAdd(bal.used(), ln.amount)-ln.limit, now)
+		if bal.reserved > 0 && money.AddSat(bal.committed, ln.amount) <= ln.limit {
+			l.byReservations(ctx, e, ln.bucket, bal, money.AddSat(bal.used(), ln.amount)-ln.limit, now)
 		}
 		return nil, e
 	}

@@ -3,6 +3,8 @@ package ledger
 import (
 	"context"
 	"time"
+
+	"github.com/flexway/flexway/server/money"
 )
 
 // Store keeps committed totals and reservations per bucket for a [Ledger].
@@ -74,16 +76,4 @@ type balance struct {
 	committed, reserved int64
 }
 
-func (b balance) used() int64 { return satAdd(b.committed, b.reserved) }
-
-// satAdd adds saturating at the int64 bounds.
-func satAdd(a, b int64) int64 {
-	s := a + b
-	if (s > a) != (b > 0) {
-		if b > 0 {
-			return 1<<63 - 1
-		}
-		return -1 << 63
-	}
-	return s
-}
+func (b balance) used() int64 { return money.AddSat(b.committed, b.reserved) }

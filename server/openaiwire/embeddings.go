@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
+	"github.com/flexway/flexway/server/jsonstring"
 )
 
 // ParseEmbeddingRequest parses a client's `POST /v1/embeddings` body.
@@ -211,14 +212,14 @@ func appendEmbeddingRequest(dst []byte, req *flexwayv1.CreateEmbeddingRequest, m
 	in := req.GetInput()
 	switch in.GetInput().(type) {
 	case *flexwayv1.EmbeddingInput_Text:
-		o.dst = AppendString(o.dst, in.GetText())
+		o.dst = jsonstring.Append(o.dst, in.GetText())
 	case *flexwayv1.EmbeddingInput_Texts:
 		o.dst = append(o.dst, '[')
 		for i, s := range in.GetTexts().GetValues() {
 			if i > 0 {
 				o.dst = append(o.dst, ',')
 			}
-			o.dst = AppendString(o.dst, s)
+			o.dst = jsonstring.Append(o.dst, s)
 		}
 		o.dst = append(o.dst, ']')
 	case *flexwayv1.EmbeddingInput_Tokens:

@@ -2,89 +2,12 @@ package openaiwire
 
 import (
 	"math"
-	"math/bits"
 	"slices"
 	"strconv"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/flexway/flexway/server/jsonstring"
 )
-
-const hexDigits = "0123456789abcdef"
-
-// load64 reads eight bytes of s at i, little-endian.
-func load64(s string, i int) uint64 {
-	_ = s[i+7]
-	return uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
-		uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
-}
-
-// AppendString appends s as a JSON string (RFC 8259): what encoding/json
-// writes with HTML escaping off. It escapes the quote, the backslash,
-// control characters, U+2028 and U+2029, and writes each byte of invalid
-// UTF-8 as U+FFFD. Printable ASCII is scanned eight bytes at a time.
-func AppendString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	start := 0
-	i := 0
-	for {
-		// Skip printable ASCII eight bytes at a time, up to the first byte
-		// that needs a look.
-		for i+8 <= len(s) {
-			x := load64(s, i)
-			if m := x&msb | specialMask(x); m != 0 {
-				i += bits.TrailingZeros64(m) >> 3
-				break
-			}
-			i += 8
-		}
-		if i >= len(s) {
-			break
-		}
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				dst = append(dst, '\\', c)
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			case '\b':
-				dst = append(dst, '\\', 'b')
-			case '\f':
-				dst = append(dst, '\\', 'f')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
-		default:
-			i += size
-			continue
-		}
-		i += size
-		start = i
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
-}
 
 // appendFloat appends f as a JSON number, in the shortest form that reads
 // back as the same float64 and in encoding/json's notation; NaN and the
@@ -133,7 +56,7 @@ func (o *object) key(k string) {
 // str writes a string member.
 func (o *object) str(k, v string) {
 	o.key(k)
-	o.dst = AppendString(o.dst, v)
+	o.dst = jsonstring.Append(o.dst, v)
 }
 
 // int writes an integer member.
@@ -185,7 +108,7 @@ func (o *object) extras(m map[string]string, typed func(string) bool, strict boo
 			o.dst = append(o.dst, ',')
 		}
 		o.empty = false
-		o.dst = AppendString(o.dst, k)
+		o.dst = jsonstring.Append(o.dst, k)
 		o.dst = append(o.dst, ':')
 		if !strict && strings.ContainsAny(v, "\r\n") {
 			o.dst = appendCompact(o.dst, v)

@@ -7,35 +7,9 @@ import (
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/flexway/flexway/server/jsonstring"
 )
-
-// Masks for the eight-bytes-at-a-time string scans.
-const (
-	lsb   = 0x0101010101010101
-	msb   = 0x8080808080808080
-	quote = '"' * lsb
-	bslsh = '\\' * lsb
-)
-
-// specialMask has the high bit set in the byte of x, little-endian, of the
-// first quote, backslash or control character (< 0x20), the bytes that end
-// a fast string scan; it is 0 when there is none. Bits above the first
-// such byte are not reliable.
-func specialMask(x uint64) uint64 {
-	return (hasLess(x, 0x20) | hasZero(x^quote) | hasZero(x^bslsh)) & msb
-}
-
-// hasZero has the high bit set in the lowest byte of x that is 0, and in
-// no byte below it.
-func hasZero(x uint64) uint64 {
-	return ((x - lsb) &^ x) & msb
-}
-
-// hasLess has the high bit set in the lowest byte of x that is less than
-// n, and in no byte below it, for n <= 128.
-func hasLess(x uint64, n uint64) uint64 {
-	return ((x - n*lsb) &^ x) & msb
-}
 
 // nextSpecial returns the index of the first quote, backslash or control
 // character of data at or after i, len(data) if there is none. It reads
@@ -43,7 +17,7 @@ func hasLess(x uint64, n uint64) uint64 {
 // bytes.IndexByte passes, being bound by memory bandwidth.
 func nextSpecial(data []byte, i int) int {
 	for ; i+8 <= len(data); i += 8 {
-		if m := specialMask(binary.LittleEndian.Uint64(data[i:])); m != 0 {
+		if m := jsonstring.SpecialMask(binary.LittleEndian.Uint64(data[i:])); m != 0 {
 			return i + bits.TrailingZeros64(m)>>3
 		}
 	}

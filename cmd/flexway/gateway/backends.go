@@ -7,12 +7,12 @@ import (
 	"strings"
 
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
-	"github.com/flexway/flexway/interceptors/budget"
 	"github.com/flexway/flexway/server/backends"
 	"github.com/flexway/flexway/server/backends/breaker"
 	"github.com/flexway/flexway/server/backends/openai"
 	"github.com/flexway/flexway/server/config"
 	"github.com/flexway/flexway/server/grpcproxy"
+	"github.com/flexway/flexway/server/metering"
 )
 
 // withBreakers puts each backend behind its circuit breaker
@@ -86,16 +86,16 @@ func buildProxy(cfg *config.Config, maxMsg int) (*grpcproxy.Proxy, error) {
 
 // proxiedMetering adapts the proxy's method table to the budget
 // interceptor.
-func proxiedMetering(p *grpcproxy.Proxy) (func(string) (budget.Proxied, bool), func(any) (int, bool)) {
+func proxiedMetering(p *grpcproxy.Proxy) (func(string) (metering.Proxied, bool), func(any) (int, bool)) {
 	if p == nil {
 		return nil, nil
 	}
-	lookup := func(fullMethod string) (budget.Proxied, bool) {
+	lookup := func(fullMethod string) (metering.Proxied, bool) {
 		m, ok := p.Lookup(fullMethod)
 		if !ok {
-			return budget.Proxied{}, false
+			return metering.Proxied{}, false
 		}
-		return budget.Proxied{Metering: m.Metering, NanoEURPerThousand: m.NanoEURPerThousand}, true
+		return metering.Proxied{Metering: m.Metering, NanoEURPerThousand: m.NanoEURPerThousand}, true
 	}
 	size := func(msg any) (int, bool) {
 		f, ok := msg.(*grpcproxy.Frame)

@@ -20,7 +20,6 @@ import (
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
 	"github.com/flexway/flexway/interceptors"
 	"github.com/flexway/flexway/interceptors/audit"
-	"github.com/flexway/flexway/interceptors/budget"
 	"github.com/flexway/flexway/interceptors/identity"
 	"github.com/flexway/flexway/interceptors/wirenull"
 	"github.com/flexway/flexway/server"
@@ -30,6 +29,7 @@ import (
 	"github.com/flexway/flexway/server/grpcproxy"
 	"github.com/flexway/flexway/server/imagecheck"
 	"github.com/flexway/flexway/server/ledger"
+	"github.com/flexway/flexway/server/metering"
 	"github.com/flexway/flexway/server/routing"
 	"github.com/flexway/flexway/server/telemetry"
 	"github.com/flexway/flexway/transcoder"
@@ -110,7 +110,7 @@ func (g *Gateway) build(o Options) error {
 	grpcproxy.RegisterReflection(gs, g.proxy)
 
 	var admit func(context.Context) (context.Context, error)
-	if meter != nil {
+	if led != nil {
 		admit = func(ctx context.Context) (context.Context, error) {
 			md, _ := metadata.FromOutgoingContext(ctx)
 			id, err := identity.Identify(keys, md)
@@ -124,18 +124,16 @@ func (g *Gateway) build(o Options) error {
 	return err
 }
 
-// newMeter is the budget interceptor over the ledger: nil (nothing is
-// metered) without a ledger. The estimate's knobs are the configuration's
+// newMeter is the metering policy over the ledger. Without a ledger
+// (flexway validate, the no-ledger benchmark) it plans calls and meters
+// none: every call leaves the chain with its plan. The estimate's knobs are the configuration's
 // (ai.budget.reserve_output_tokens and max_output_tokens,
 // ai.vision.reserve_tokens_per_image, each backend's price and
 // prompt_overhead_tokens); proxied methods are metered as the proxy's
 // table says. The budget wiring is this one function.
-func newMeter(cfg *config.Config, led *ledger.Ledger, routes *routing.Table, accts accounts, p *grpcproxy.Proxy, tracer trace.Tracer, log *slog.Logger) *budget.Meter {
-	if led == nil {
-		return nil
-	}
+func newMeter(cfg *config.Config, led *ledger.Ledger, routes *routing.Table, accts accounts, p *grpcproxy.Proxy, tracer trace.Tracer, log *slog.Logger) *metering.Meter {
 	proxied, frameSize := proxiedMetering(p)
-	return budget.New(budget.Config{
+	return metering.New(metering.Config{
 		Ledger:                led,
 		Routes:                routes,
 		Prices:                prices(cfg),

@@ -1,4 +1,4 @@
-package budget_test
+package metering_test
 
 import (
 	"strings"
@@ -7,8 +7,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
-	"github.com/flexway/flexway/interceptors/budget"
 	"github.com/flexway/flexway/server/faults"
+	"github.com/flexway/flexway/server/metering"
 )
 
 func hello(extra map[string]string) *flexwayv1.CreateChatCompletionRequest {
@@ -23,7 +23,7 @@ func hello(extra map[string]string) *flexwayv1.CreateChatCompletionRequest {
 // largest of all present winning, times n, matched case-insensitively, at
 // the top level and in the option objects servers read.
 func TestOutputLengthAliasesCount(t *testing.T) {
-	m := budget.New(budget.Config{ReserveOutputTokens: 100})
+	m := metering.New(metering.Config{ReserveOutputTokens: 100})
 	cases := []struct {
 		name          string
 		req           *flexwayv1.CreateChatCompletionRequest
@@ -79,12 +79,12 @@ func TestOutputLengthAliasRefused(t *testing.T) {
 		{map[string]string{"options": `{"num_predict":-2}`}, "options.num_predict"},
 		{map[string]string{"max_gen_len": "99999999999999999999"}, "max_gen_len"},
 	} {
-		_, fe := budget.OutputLengthFields(tc.extra)
+		_, fe := metering.OutputLengthFields(tc.extra)
 		if fe == nil || fe.Reason != faults.InvalidRequest || fe.Param != tc.param || !strings.Contains(fe.Message, tc.param) {
 			t.Errorf("%v: %v, want invalid_request naming %s", tc.extra, fe, tc.param)
 		}
 	}
-	if v, fe := budget.OutputLengthFields(map[string]string{"n_predict": "0", "options": `"not an object"`}); fe != nil || v != 0 {
+	if v, fe := metering.OutputLengthFields(map[string]string{"n_predict": "0", "options": `"not an object"`}); fe != nil || v != 0 {
 		t.Errorf("n_predict 0: %d, %v; want 0, no error", v, fe)
 	}
 }
@@ -93,14 +93,14 @@ func TestOutputLengthAliasRefused(t *testing.T) {
 // prompt_overhead_tokens among the planned backend and its fallbacks; a
 // backend that declares none has the default.
 func TestPromptOverheadOfThePlan(t *testing.T) {
-	m := budget.New(budget.Config{PromptOverheadTokens: map[string]int64{"main": 10, "big": 200}})
+	m := metering.New(metering.Config{PromptOverheadTokens: map[string]int64{"main": 10, "big": 200}})
 	for _, tc := range []struct {
 		plan []string
 		want int64
 	}{
 		{[]string{"main"}, 16 + 8 + 10},
 		{[]string{"main", "big"}, 16 + 8 + 200},
-		{[]string{"main", "undeclared"}, 16 + 8 + budget.DefaultPromptOverheadTokens},
+		{[]string{"main", "undeclared"}, 16 + 8 + metering.DefaultPromptOverheadTokens},
 	} {
 		est, _ := m.EstimateFor(hello(nil), tc.plan)
 		if est.Input != tc.want {
@@ -120,7 +120,7 @@ var englishKB = func() string {
 // reservation of a 1 KiB English prompt in one user message with
 // max_tokens 256, under the old bytes/3 estimate and under the bound.
 func TestInputBoundOfATypicalPrompt(t *testing.T) {
-	m := budget.New(budget.Config{})
+	m := metering.New(metering.Config{})
 	r := hello(nil)
 	r.Messages[0].Content = &flexwayv1.ChatMessage_Text{Text: englishKB}
 	r.MaxTokens = proto.Int64(256)

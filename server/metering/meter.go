@@ -1,0 +1,346 @@
+package metering
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math"
+	"time"
+
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
+	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
+	"github.com/flexway/flexway/server/call"
+	"github.com/flexway/flexway/server/faults"
+	"github.com/flexway/flexway/server/ledger"
+	"github.com/flexway/flexway/server/money"
+	"github.com/flexway/flexway/server/routing"
+)
+
+// Config is what a [Meter] needs.
+type Config struct {
+	// Ledger holds the caps and the usage; nil plans every call and meters
+	// none (a gateway built without a budget ledger, as flexway validate
+	// builds it).
+	Ledger *ledger.Ledger
+	// Routes plans each call (with the caller's soft state). Required.
+	Routes *routing.Table
+	// Prices are each backend's prices, by backend name; a backend absent
+	// here costs nothing.
+	Prices map[string]ledger.Price
+	// ReserveOutputTokens is reserved for output, per choice, when a
+	// request sets neither max_completion_tokens nor max_tokens
+	// (ai.budget.reserve_output_tokens).
+	ReserveOutputTokens int64
+	// ReserveTokensPerImage is reserved per image part
+	// (ai.vision.reserve_tokens_per_image).
+	ReserveTokensPerImage int64
+	// MaxOutputTokens, when positive, is sent upstream as max_tokens and
+	// reserved, per choice, for a chat request that sets neither
+	// max_completion_tokens nor max_tokens (ai.budget.max_output_tokens).
+	MaxOutputTokens int64
+	// PromptOverheadTokens is each backend's per-call chat-template
+	// overhead, in tokens, by backend name
+	// (ai.backends.NAME.prompt_overhead_tokens); a backend absent here has
+	// [DefaultPromptOverheadTokens].
+	PromptOverheadTokens map[string]int64
+	// Known, when set, says whether a tenant (agent "") or an agent
+	// exists. A call for an unknown tenant (a relay may pass any name) is
+	// refused with faults.UnknownTenant: no budget can be charged to it. A
+	// call for an unknown agent of a known tenant is charged to the
+	// tenant alone (account {tenant, ""}): the tenant's caps hold, and the
+	// agent has none of its own, as a declared agent without a budget; the
+	// call state keeps the agent's name. Nil: every name is charged as it
+	// is.
+	Known func(tenant, agent string) bool
+	// Proxied, when set, gives the metering of a proxied specialised-model
+	// method by its full name ("/acme.ocr.v1.OcrService/Recognize"), false
+	// for any other method.
+	Proxied func(fullMethod string) (Proxied, bool)
+	// FrameSize gives the size in bytes of a proxied call's message (a raw
+	// frame), for per-byte metering.
+	FrameSize func(msg any) (int, bool)
+	// Tracer records the ledger's spans (check and reserve, commit or
+	// release); nil records none.
+	Tracer trace.Tracer
+	// Logger receives a line when a served call could not be committed
+	// (amounts and ids, never content); nil discards.
+	Logger *slog.Logger
+}
+
+// Meter is the metering policy; build it with [New]. It is safe for
+// concurrent use.
+type Meter struct {
+	cfg Config
+	log *slog.Logger
+}
+
+// New returns the meter for cfg.
+func New(cfg Config) *Meter {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Tracer == nil {
+		cfg.Tracer = noop.NewTracerProvider().Tracer("")
+	}
+	return &Meter{cfg: cfg, log: log}
+}
+
+// Admit is the check made before a request body is read: it refuses a
+// caller already at a hard cap (faults.BudgetExceeded with Retry-After) or
+// of an unknown tenant, and fails when the ledger is unavailable
+// (faults.Unavailable). It reserves nothing. The returned context carries
+// the caller's state ([call.WithAdmission]), which the call's
+// [call.State].Admitted then holds, so that [Meter.Reserve] does not read
+// the ledger a second time. Without a ledger it admits every caller.
+func (m *Meter) Admit(ctx context.Context, tenant, agent string) (context.Context, error) {
+	if m.cfg.Ledger == nil {
+		return ctx, nil
+	}
+	acct, err := m.account(tenant, agent)
+	if err != nil {
+		return ctx, err
+	}
+	s, err := m.cfg.Ledger.Check(ctx, acct)
+	if err := refusal(s, err); err != nil {
+		return ctx, err
+	}
+	return call.WithAdmission(ctx, call.Admission{Tenant: acct.Tenant, Agent: acct.Agent, Soft: s.Soft}), nil
+}
+
+// account is the ledger account a call of tenant and agent is charged to;
+// see [Config.Known].
+func (m *Meter) account(tenant, agent string) (ledger.Account, error) {
+	k := m.cfg.Known
+	switch {
+	case k == nil:
+	case !k(tenant, ""):
+		return ledger.Account{}, faults.New(faults.UnknownTenant, "tenant %.64q is not declared here: no budget can be charged to it", tenant)
+	case agent != "" && !k(tenant, agent):
+		agent = ""
+	}
+	return ledger.Account{Tenant: tenant, Agent: agent}, nil
+}
+
+// Metered reports whether req is a message the meter plans and meters: a
+// chat or embeddings request.
+func Metered(req any) bool {
+	switch req.(type) {
+	case *flexwayv1.CreateChatCompletionRequest, *flexwayv1.CreateEmbeddingRequest:
+		return true
+	}
+	return false
+}
+
+// Reservation is a chat or embeddings call's hold on its budget, from
+// [Meter.Reserve] to [Reservation.Settle]; the zero Reservation holds
+// nothing. It is a value, so that holding it costs the call no allocation.
+type Reservation struct {
+	m   *Meter
+	st  *call.State
+	res *ledger.Reservation
+	est Estimate
+}
+
+// Reserve readies the call of st, whose decoded request is req, before the
+// service runs: it checks the caller's caps (unless st.Admitted holds that
+// check for the same account), plans the call into st.Plan (st.Soft set
+// when the caller is past a soft mark), estimates it for that plan and
+// reserves the estimate priced at the planned backend; st.OutputLimit
+// gets the request's own output limit. A chat request is prepared first: a
+// carried output-length field that is no non-negative integer is refused
+// (faults.InvalidRequest naming it), and one that sets neither
+// max_completion_tokens nor max_tokens gets MaxOutputTokens as max_tokens,
+// when configured.
+//
+// Errors: faults.UnknownTenant, faults.InvalidRequest, faults.BudgetExceeded
+// (with Retry-After when waiting helps), faults.Unavailable (the ledger),
+// and the routing table's planning errors. For a message it does not
+// meter ([Metered]) it does nothing, and without a ledger it only plans:
+// both return the zero reservation, whose Settle does nothing.
+func (m *Meter) Reserve(ctx context.Context, st *call.State, req any) (r Reservation, err error) {
+	if !Metered(req) {
+		return Reservation{}, nil
+	}
+	st.NoteRequest(req)
+	if m.cfg.Ledger == nil {
+		return Reservation{}, m.plan(st, false)
+	}
+	ctx, span := m.cfg.Tracer.Start(ctx, "flexway.budget.reserve")
+	defer func() { endSpan(span, err) }()
+	acct, err := m.account(st.Tenant, st.Agent)
+	if err != nil {
+		return Reservation{}, err
+	}
+	if err := m.prepare(req); err != nil {
+		return Reservation{}, err
+	}
+	var soft bool
+	if a := st.Admitted; a != nil && a.Tenant == acct.Tenant && a.Agent == acct.Agent {
+		soft = a.Soft
+	} else {
+		s, err := m.cfg.Ledger.Check(ctx, acct)
+		if err := refusal(s, err); err != nil {
+			return Reservation{}, err
+		}
+		soft = s.Soft
+	}
+	if err := m.plan(st, soft); err != nil {
+		return Reservation{}, err
+	}
+	est, _ := m.EstimateFor(req, st.Plan)
+	st.OutputLimit = est.OutputLimit
+	price := m.cfg.Prices[st.Plan[0]]
+	res, err := m.cfg.Ledger.Reserve(ctx, acct, ledger.Amount{
+		Tokens:  money.AddSat(est.Input, est.Output),
+		NanoEUR: price.Cost(est.Input, est.Output),
+	})
+	if err != nil {
+		return Reservation{}, refusal(ledger.State{}, err)
+	}
+	return Reservation{m: m, st: st, res: res, est: est}, nil
+}
+
+// plan plans the call of st, whose capability is recorded, into st.Plan
+// and st.Soft.
+func (m *Meter) plan(st *call.State, soft bool) error {
+	plan, err := m.cfg.Routes.Plan(routing.Request{
+		Tenant: st.Tenant, Agent: st.Agent, Capability: st.Capability, Sensitive: st.Sensitive, Soft: soft,
+	})
+	if err != nil {
+		return err
+	}
+	st.Plan, st.Soft = plan.Backends, soft
+	return nil
+}
+
+// prepare readies a chat request for its reservation; see [Meter.Reserve].
+func (m *Meter) prepare(req any) error {
+	r, ok := req.(*flexwayv1.CreateChatCompletionRequest)
+	if !ok {
+		return nil
+	}
+	if _, ferr := OutputLengthFields(r.GetExtraFields()); ferr != nil {
+		return ferr
+	}
+	if m.cfg.MaxOutputTokens > 0 && r.MaxTokens == nil && r.MaxCompletionTokens == nil {
+		v := m.cfg.MaxOutputTokens
+		r.MaxTokens = &v
+	}
+	return nil
+}
+
+// Settle ends the reservation once the service has returned: it commits
+// what the call used, at the price of the backend that served, or
+// releases the reservation when nothing was served. The call's outcome is
+// updated with the charged cost, and with the charged usage when it was
+// estimated (an answer served without reported usage), so that the audit
+// line reads what was charged. A failed commit or release is logged, never
+// returned: the call has been answered. Settle on the zero reservation
+// does nothing.
+func (r Reservation) Settle(ctx context.Context) {
+	if r.m == nil {
+		return
+	}
+	m, st, est := r.m, r.st, r.est
+	ctx, span := m.cfg.Tracer.Start(ctx, "flexway.budget.settle")
+	defer span.End()
+	o := st.Outcome()
+	if !o.Served {
+		m.release(ctx, st, r.res)
+		return
+	}
+	if !o.UsageReported {
+		// A charge, not a bound: about the truth for English, and at
+		// least one token per content event relayed.
+		o.InputTokens = est.InputCharge
+		o.OutputTokens = max(TokensForBytes(o.OutputBytes), o.OutputEvents)
+		o.UsageEstimated = true
+	}
+	price := m.cfg.Prices[o.Backend]
+	actual := ledger.Amount{
+		Tokens:  money.AddSat(o.InputTokens, o.OutputTokens),
+		NanoEUR: price.Cost(o.InputTokens, o.OutputTokens),
+	}
+	o.CostNanoEUR = actual.NanoEUR
+	o.UsageOverReservation = o.UsageReported && actual.Tokens > money.AddSat(est.Input, est.Output)
+	st.SetOutcome(o) // the audit line reads what was charged
+	m.commit(ctx, st, r.res, o.Backend, actual, true)
+}
+
+// release returns res, logging a failure (the reservation then expires at
+// its deadline).
+func (m *Meter) release(ctx context.Context, st *call.State, res *ledger.Reservation) {
+	if err := m.cfg.Ledger.Release(ctx, res); err != nil {
+		m.log.WarnContext(ctx, "budget reservation not released; it expires at its deadline",
+			"request_id", st.RequestID, "tenant", st.Tenant, "agent", st.Agent, "error", err.Error())
+	}
+}
+
+// commit commits amt on res for the call of st served by backend,
+// logging a failure; the log line counts tokens only for a call metered in
+// tokens (a proxied call is charged in euros alone).
+func (m *Meter) commit(ctx context.Context, st *call.State, res *ledger.Reservation, backend string, amt ledger.Amount, inTokens bool) {
+	err := m.cfg.Ledger.Commit(ctx, res, amt)
+	if err == nil {
+		return
+	}
+	msg := "served call not committed to the budget ledger"
+	if errors.Is(err, ledger.ErrNotDurable) {
+		msg = "served call counted in memory only: the budget ledger cannot write to disk; metered calls are refused until it can"
+	}
+	attrs := []any{"request_id", st.RequestID, "tenant", st.Tenant, "agent", st.Agent, "backend", backend}
+	if inTokens {
+		attrs = append(attrs, "tokens", amt.Tokens)
+	}
+	attrs = append(attrs, "nano_eur", amt.NanoEUR, "error", err.Error())
+	m.log.ErrorContext(ctx, msg, attrs...)
+}
+
+// refusal turns a ledger state or error into the call's error: nil when
+// the call may go on.
+func refusal(s ledger.State, err error) error {
+	var ex *ledger.ExceededError
+	switch {
+	case err == nil && s.Exceeded == nil:
+		return nil
+	case errors.As(err, &ex):
+	case err != nil:
+		fe := faults.Wrap(faults.Unavailable, err, "the budget ledger is unavailable: metered calls are refused until an operator restores it")
+		fe.RetryAfterSeconds = ledgerRetrySeconds
+		return fe
+	default:
+		ex = s.Exceeded
+	}
+	fe := &faults.Error{Reason: faults.BudgetExceeded, Message: ex.Error()}
+	if ex.Requested <= ex.Limit {
+		// A call bigger than the whole cap never fits: waiting for the
+		// rollover would not help, so no Retry-After.
+		fe.RetryAfterSeconds = retryAfterSeconds(ex.RetryAfter)
+	}
+	return fe
+}
+
+// ledgerRetrySeconds is the Retry-After of a call refused because the
+// ledger is unavailable.
+const ledgerRetrySeconds = 5
+
+// retryAfterSeconds rounds d up to whole seconds, at least 1.
+func retryAfterSeconds(d time.Duration) int64 {
+	s := int64(math.Ceil(d.Seconds()))
+	if s < 1 {
+		return 1
+	}
+	return s
+}
+
+// endSpan ends span with err's reason, if any.
+func endSpan(span trace.Span, err error) {
+	if err != nil {
+		span.SetStatus(codes.Error, string(faults.As(err).Reason))
+	}
+	span.End()
+}
