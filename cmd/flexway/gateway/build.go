@@ -104,7 +104,7 @@ func (g *Gateway) build(o Options) error {
 	core.Register(gs)
 	core.Register(g.inproc)
 	if led != nil {
-		as := admin.New(led, accts, func() []*flexwayv1.BackendState { return backendStates(cfg, bs) })
+		as := admin.New(led, accts, func() []*flexwayv1.BackendState { return backendStates(cfg, routes, bs) })
 		flexwayv1.RegisterAdminServiceServer(gs, as)
 		flexwayv1.RegisterAdminServiceServer(g.inproc, as)
 	}
