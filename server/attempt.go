@@ -53,8 +53,9 @@ type attemptFunc func(ctx context.Context, b backends.Backend, o call.Outcome, f
 // while the caller is still there; each backend of the plan is tried once.
 // For each attempt it starts a span (flexway.upstream_attempt), records
 // the attempt's outcome in st and logs its failure. When a backend serves,
-// it marks a fallback (st.SetFallback) and, for an attempt that did not
-// answer itself, sends the served headers (Flexway-Degraded). It returns
+// its outcome marks a fallback (Outcome.Fallback, for any but the plan's
+// first) and, for an attempt that did not answer itself, the runner sends
+// the served headers (Flexway-Degraded). It returns
 // nil when a backend served, else the error to answer with: the failure
 // that ended the plan.
 func (c *Core) runPlan(ctx context.Context, st *call.State, model string, try attemptFunc) error {
@@ -71,11 +72,9 @@ func (c *Core) runPlan(ctx context.Context, st *call.State, model string, try at
 		actx, span := c.startAttempt(ctx, name, i)
 		o, committed, err := try(actx, b, call.Outcome{Backend: name, ModelRequested: model}, i > 0)
 		endAttempt(span, err)
+		o.Fallback = err == nil && i > 0
 		st.SetOutcome(o)
 		if err == nil {
-			if i > 0 {
-				st.SetFallback()
-			}
 			if !committed {
 				setServedHeaders(ctx, i > 0)
 			}

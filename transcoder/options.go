@@ -47,8 +47,9 @@ type Options struct {
 	// is read, with the call's context (the forwarded headers as outgoing
 	// metadata); an error refuses the request at once, unread (a caller
 	// at a hard cap, an unknown key). The call to the core is made with
-	// the context it returns. The interceptor chain still checks
-	// everything once the body is in.
+	// the context it returns, which may carry what the check found (an
+	// in-process context value) for the interceptor chain to reuse; the
+	// chain checks the rest once the body is in.
 	Admit func(ctx context.Context) (context.Context, error)
 	// Ready reports whether the gateway takes traffic (GET /readyz); nil
 	// means always.

@@ -246,7 +246,7 @@ func (c Config) fill(l *auditlog.Line, a *auditing, err error) {
 		UsageEstimated:       o.UsageEstimated,
 		UsageOverReservation: o.UsageOverReservation,
 		MeteredBy:            "local",
-		Fallback:             st.Fallback(),
+		Fallback:             o.Fallback,
 		Soft:                 st.Soft,
 		DurationMS:           float64(time.Since(st.Start).Microseconds()) / 1000,
 		KeyHash:              c.Writer.HashName(st.KeyName),

@@ -7,6 +7,12 @@
 // own key and passes the caller's identity under its declared
 // identity_headers; identity headers from anyone else are ignored.
 //
+// The key is looked up once per call: a call whose context carries the
+// HTTP front's admission ([call.WithAdmission], an in-process context
+// value no remote caller can set) takes the caller the front resolved,
+// with [Identify], from the same metadata; every other call is identified
+// here.
+//
 // Errors: UNAUTHENTICATED with ErrorInfo reason invalid_api_key when the key
 // is missing or unknown, or when a relay passes no tenant.
 package identity

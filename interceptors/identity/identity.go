@@ -80,7 +80,11 @@ type wrappedStream struct {
 func (w *wrappedStream) Context() context.Context { return w.ctx }
 
 // authenticate returns the call state (also on error, for its request id)
-// and an error when the caller is not authenticated.
+// and an error when the caller is not authenticated. A call whose context
+// carries the HTTP front's admission ([call.WithAdmission], in-process
+// only) takes the identity the front resolved from the same metadata, so
+// that the key is looked up once per call; any other call's key is looked
+// up here ([Identify]).
 func authenticate(ctx context.Context, keys Keyring, method string, o *options) (*call.State, error) {
 	md, _ := metadata.FromIncomingContext(ctx)
 	st := &call.State{
@@ -89,24 +93,17 @@ func authenticate(ctx context.Context, keys Keyring, method string, o *options) 
 		Start:     time.Now(),
 		Admitted:  call.AdmissionFrom(ctx), // the HTTP front's check before the body
 	}
-	id, err := Identify(keys, md)
-	if err != nil {
-		return st, err
+	var id call.Identity
+	if a := st.Admitted; a != nil && a.Caller.KeyName != "" {
+		id = a.Caller
+	} else {
+		var err error
+		if id, err = Identify(keys, md); err != nil {
+			return st, err
+		}
 	}
 	st.KeyName, st.Relay, st.Tenant, st.Agent, st.Sensitive = id.KeyName, id.Relay, id.Tenant, id.Agent, id.Sensitive
 	return st, nil
-}
-
-// Identity is who a call is from.
-type Identity struct {
-	// KeyName is the name of the API key or relay key used.
-	KeyName string
-	// Relay is the relay's key name when a trusted relay called, else "".
-	Relay string
-	// Tenant and Agent are the caller's; Agent may be empty.
-	Tenant, Agent string
-	// Sensitive is set when a relay passed its sensitivity header.
-	Sensitive bool
 }
 
 // MaxRelayAgentBytes bounds the agent name a trusted relay may pass: at
@@ -122,16 +119,16 @@ const MaxRelayAgentBytes = 64
 // relay passed no tenant, and with faults.InvalidRequest when a relay
 // passed an agent name longer than [MaxRelayAgentBytes] or not printable.
 // Whether the tenant and agent are declared is the budget's to check.
-func Identify(keys Keyring, md metadata.MD) (Identity, error) {
+func Identify(keys Keyring, md metadata.MD) (call.Identity, error) {
 	token, ok := bearer.Token(first(md, "authorization"))
 	if !ok {
-		return Identity{}, faults.New(faults.InvalidAPIKey, "missing API key: send Authorization: Bearer <key>")
+		return call.Identity{}, faults.New(faults.InvalidAPIKey, "missing API key: send Authorization: Bearer <key>")
 	}
 	key, ok := keys.Lookup(sha256.Sum256([]byte(token)))
 	if !ok {
-		return Identity{}, faults.New(faults.InvalidAPIKey, "invalid API key")
+		return call.Identity{}, faults.New(faults.InvalidAPIKey, "invalid API key")
 	}
-	id := Identity{KeyName: key.Name}
+	id := call.Identity{KeyName: key.Name}
 	if key.Relay == nil {
 		id.Tenant, id.Agent = key.Tenant, key.Agent
 		return id, nil

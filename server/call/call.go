@@ -67,9 +67,8 @@ type State struct {
 	// upstream ignored it.
 	OutputLimit int64
 
-	mu       sync.Mutex
-	outcome  Outcome
-	fallback bool
+	mu      sync.Mutex
+	outcome Outcome
 }
 
 // Outcome is what the service recorded of the call.
@@ -88,6 +87,10 @@ type Outcome struct {
 	// unary response, or at least one streamed chunk. A call not served
 	// is never charged.
 	Served bool
+	// Fallback is set when a fallback backend served the call (an
+	// attempt after the plan's first one succeeded); never for a call no
+	// backend served.
+	Fallback bool
 	// UsageReported is set when the upstream reported the usage above.
 	UsageReported bool
 	// OutputBytes counts the bytes of output relayed (content, refusal
@@ -116,20 +119,6 @@ func (s *State) Outcome() Outcome {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.outcome
-}
-
-// SetFallback records that a fallback backend served the call.
-func (s *State) SetFallback() {
-	s.mu.Lock()
-	s.fallback = true
-	s.mu.Unlock()
-}
-
-// Fallback reports whether a fallback backend served the call.
-func (s *State) Fallback() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.fallback
 }
 
 type stateKey struct{}

@@ -92,15 +92,19 @@ func New(cfg Config) *Meter {
 // Admit is the check made before a request body is read: it refuses a
 // caller already at a hard cap (faults.BudgetExceeded with Retry-After) or
 // of an unknown tenant, and fails when the ledger is unavailable
-// (faults.Unavailable). It reserves nothing. The returned context carries
-// the caller's state ([call.WithAdmission]), which the call's
-// [call.State].Admitted then holds, so that [Meter.Reserve] does not read
-// the ledger a second time. Without a ledger it admits every caller.
-func (m *Meter) Admit(ctx context.Context, tenant, agent string) (context.Context, error) {
+// (faults.Unavailable). It reserves nothing. caller is who the call is
+// from, resolved from the metadata of the call the returned context is
+// for. That context carries the caller and its ledger state
+// ([call.WithAdmission]): the identity interceptor takes the caller from
+// it instead of looking the key up again, and the call's
+// [call.State].Admitted then holds it, so that [Meter.Reserve] does not
+// read the ledger a second time. Without a ledger it admits every caller
+// and returns ctx as it is.
+func (m *Meter) Admit(ctx context.Context, caller call.Identity) (context.Context, error) {
 	if m.cfg.Ledger == nil {
 		return ctx, nil
 	}
-	acct, err := m.account(tenant, agent)
+	acct, err := m.account(caller.Tenant, caller.Agent)
 	if err != nil {
 		return ctx, err
 	}
@@ -108,7 +112,7 @@ func (m *Meter) Admit(ctx context.Context, tenant, agent string) (context.Contex
 	if err := refusal(s, err); err != nil {
 		return ctx, err
 	}
-	return call.WithAdmission(ctx, call.Admission{Tenant: acct.Tenant, Agent: acct.Agent, Soft: s.Soft}), nil
+	return call.WithAdmission(ctx, call.Admission{Caller: caller, Tenant: acct.Tenant, Agent: acct.Agent, Soft: s.Soft}), nil
 }
 
 // account is the ledger account a call of tenant and agent is charged to;

@@ -59,11 +59,11 @@ func TestReserveUsesAdmission(t *testing.T) {
 	t.Cleanup(func() { _ = led.Close() })
 	m := metering.New(metering.Config{Ledger: led, Routes: routes()})
 
-	ctx, err := m.Admit(context.Background(), "acme", "")
+	ctx, err := m.Admit(context.Background(), call.Identity{KeyName: "acme-bot", Tenant: "acme"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a := call.AdmissionFrom(ctx); a == nil || a.Tenant != "acme" || a.Soft {
+	if a := call.AdmissionFrom(ctx); a == nil || a.Tenant != "acme" || a.Soft || a.Caller.KeyName != "acme-bot" {
 		t.Fatalf("Admit carried %+v, want acme's, not soft", a)
 	}
 	for _, tc := range []struct {

@@ -13,6 +13,7 @@ import (
 	"github.com/flexway/flexway/server/config"
 	"github.com/flexway/flexway/server/grpcproxy"
 	"github.com/flexway/flexway/server/metering"
+	"github.com/flexway/flexway/server/routing"
 )
 
 // withBreakers puts each backend behind its circuit breaker
@@ -26,11 +27,13 @@ func withBreakers(cfg *config.Config, bs map[string]backends.Backend, onChange f
 
 // backendStates reports every configured backend and its circuit's state
 // for the admin API; a backend Flexway does not call itself (kind: grpc,
-// proxied) reports its circuit as closed.
-func backendStates(cfg *config.Config, bs map[string]backends.Backend) []*flexwayv1.BackendState {
+// proxied) reports its circuit as closed. A backend's external is the one
+// routing applies, read from routes (see [routing.External]: a relay
+// without identity_headers.sensitive is external whatever it declares).
+func backendStates(cfg *config.Config, routes *routing.Table, bs map[string]backends.Backend) []*flexwayv1.BackendState {
 	out := make([]*flexwayv1.BackendState, 0, len(cfg.AI.Backends))
 	for name, b := range cfg.AI.Backends {
-		st := &flexwayv1.BackendState{Name: name, Kind: string(b.Kind), External: b.IsExternal(), Circuit: breaker.Closed}
+		st := &flexwayv1.BackendState{Name: name, Kind: string(b.Kind), External: routes.Backends[name].External, Circuit: breaker.Closed}
 		for _, c := range b.Capabilities {
 			st.Capabilities = append(st.Capabilities, string(c))
 		}

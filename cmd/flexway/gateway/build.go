@@ -62,7 +62,10 @@ func (g *Gateway) build(o Options) error {
 	if err := observe(g.metrics, cfg, led, bs); err != nil {
 		return fmt.Errorf("telemetry: %w", err)
 	}
-	keys := newKeyring(cfg)
+	var keys identity.Keyring = newKeyring(cfg)
+	if o.wrapKeys != nil {
+		keys = o.wrapKeys(keys)
+	}
 	routes := routingTable(cfg)
 	accts := newAccounts(cfg)
 	meter := newMeter(cfg, led, routes, accts, g.proxy, tracer, log)
@@ -101,7 +104,7 @@ func (g *Gateway) build(o Options) error {
 	core.Register(gs)
 	core.Register(g.inproc)
 	if led != nil {
-		as := admin.New(led, accts, func() []*flexwayv1.BackendState { return backendStates(cfg, bs) })
+		as := admin.New(led, accts, func() []*flexwayv1.BackendState { return backendStates(cfg, routes, bs) })
 		flexwayv1.RegisterAdminServiceServer(gs, as)
 		flexwayv1.RegisterAdminServiceServer(g.inproc, as)
 	}
@@ -109,6 +112,9 @@ func (g *Gateway) build(o Options) error {
 	healthpb.RegisterHealthServer(gs, g.health)
 	grpcproxy.RegisterReflection(gs, g.proxy)
 
+	// The HTTP front's check before the body: the caller it identifies
+	// travels in the admission (an in-process context value), so that
+	// the identity interceptor does not look the key up again.
 	var admit func(context.Context) (context.Context, error)
 	if led != nil {
 		admit = func(ctx context.Context) (context.Context, error) {
@@ -117,7 +123,7 @@ func (g *Gateway) build(o Options) error {
 			if err != nil {
 				return ctx, err
 			}
-			return meter.Admit(ctx, id.Tenant, id.Agent)
+			return meter.Admit(ctx, id)
 		}
 	}
 	g.http, err = newHTTPFront(cfg, g.inproc, g.metrics, adminSum, admit, readiness(led, g.audit), tp, log)

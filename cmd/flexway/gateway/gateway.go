@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 
+	"github.com/flexway/flexway/interceptors/identity"
 	"github.com/flexway/flexway/server/auditlog"
 	"github.com/flexway/flexway/server/config"
 	"github.com/flexway/flexway/server/grpcproxy"
@@ -49,6 +50,10 @@ type Options struct {
 	// ReservationTTL, when not zero (tests), is the reservations' lease;
 	// zero is ledger.LeaseTTL.
 	ReservationTTL time.Duration
+
+	// wrapKeys, when set (this package's tests), wraps the keyring built
+	// from identity.api_keys and identity.relays.
+	wrapKeys func(identity.Keyring) identity.Keyring
 }
 
 // Gateway is a built Flexway: the gRPC server with its chain and services,
