@@ -471,15 +471,10 @@ func TestRelayUndeclaredAgentChargedToTenant(t *testing.T) {
 	up := newUpstream(t, usageUpstream(10, 5))
 	sum := sha256.Sum256([]byte("sk-relay-edge"))
 	auditPath := filepath.Join(t.TempDir(), "audit.jsonl")
-	cfg := strings.Replace(budgetConfig(t, up.URL, up.URL, "    default: {tokens_per_day: 1000}"), "identity:\n", fmt.Sprintf(`audit:
-  path: %s
-  hash_key: env:FLEXWAY_TEST_KEY
-identity:
-  relays:
-    - name: edge
-      key_sha256: %x
-      identity_headers: {tenant: Flexway-Tenant, agent: Flexway-Agent}
-`, auditPath, sum), 1)
+	c := budgetTestConfig(t, up.URL, up.URL, "    default: {tokens_per_day: 1000}")
+	c.AuditPath = auditPath
+	c.Relays = []testRelay{{Name: "edge", KeySHA256: fmt.Sprintf("%x", sum), IdentityHeaders: "{tenant: Flexway-Tenant, agent: Flexway-Agent}"}}
+	cfg := c.yaml()
 	g := startGateway(t, cfg)
 	long := strings.Repeat("a", 65)
 	for _, tc := range []struct {

@@ -24,19 +24,12 @@ const consoleGlobexKey = "sk-test-globex"
 func consoleConfig(t *testing.T, mainURL, cheapURL string) string {
 	t.Helper()
 	t.Setenv("FLEXWAY_TEST_KEY_GLOBEX", consoleGlobexKey)
-	cfg := budgetConfig(t, mainURL, cheapURL, "    soft: 0.5\n    default: {tokens_per_day: 1000, eur_per_month: 5}")
-	for _, e := range []struct{ old, new string }{
-		{"      fallback: [cheap]\n", ""},
-		{"      idle_timeout: 2s\n", "      idle_timeout: 2s\n      circuit_breaker: {failures: 3, open_for: 10m}\n"},
-		{"\n  backends:\n", "\n  tenants:\n    globex: {backend: cheap}\n  backends:\n"},
-		{"      agent: bot\n", "      agent: bot\n    - name: globex-app\n      key: env:FLEXWAY_TEST_KEY_GLOBEX\n      tenant: globex\n      agent: app\n"},
-	} {
-		if !strings.Contains(cfg, e.old) {
-			t.Fatalf("budgetConfig no longer has %q: update consoleConfig", e.old)
-		}
-		cfg = strings.Replace(cfg, e.old, e.new, 1)
-	}
-	return cfg
+	c := budgetTestConfig(t, mainURL, cheapURL, "    soft: 0.5\n    default: {tokens_per_day: 1000, eur_per_month: 5}")
+	c.Backends[0].Fallback = ""
+	c.Backends[0].CircuitBreaker = "{failures: 3, open_for: 10m}"
+	c.Tenants = []testTenant{{Name: "globex", Backend: "cheap"}}
+	c.Keys = append(c.Keys, testKey{Name: "globex-app", Env: "FLEXWAY_TEST_KEY_GLOBEX", Tenant: "globex", Agent: "app"})
+	return c.yaml()
 }
 
 // noRedirect is a client that returns redirects as they are.

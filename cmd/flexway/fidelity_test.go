@@ -192,7 +192,9 @@ func TestUnknownRequestFieldsReachUpstream(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			up := newUpstream(t, tt.handler)
-			g := startGateway(t, strings.Replace(baseConfig(t, up.URL, ""), "[chat, embeddings]", "[chat, vision, embeddings]", 1))
+			cfg := baseTestConfig(up.URL)
+			cfg.Backends[0].Capabilities = []string{"chat", "vision", "embeddings"}
+			g := startGateway(t, cfg.yaml())
 			body := fmt.Sprintf(unknownFields, tt.extra)
 			resp := post(t, g, "/v1/chat/completions", body)
 			if resp.StatusCode != 200 {
