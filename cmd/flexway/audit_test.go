@@ -47,8 +47,9 @@ func auditLines(t *testing.T, path string) []map[string]any {
 // auditConfig is budgetConfig with the audit at path, hashed under key
 // FLEXWAY_TEST_KEY's value.
 func auditConfig(t *testing.T, mainURL, path string) string {
-	return strings.Replace(budgetConfig(t, mainURL, mainURL, "    default: {tokens_per_day: 100000, eur_per_month: 5}"),
-		"identity:", fmt.Sprintf("audit:\n  path: %s\n  hash_key: env:FLEXWAY_TEST_KEY\nidentity:", path), 1)
+	c := budgetTestConfig(t, mainURL, mainURL, "    default: {tokens_per_day: 100000, eur_per_month: 5}")
+	c.AuditPath = path
+	return c.yaml()
 }
 
 // TestAuditLines: one line per inference call with the call's metadata:
@@ -184,9 +185,9 @@ func TestReportEqualsLedger(t *testing.T) {
 	failing := newUpstream(t, jsonHandler(500, `{}`))
 	path := filepath.Join(t.TempDir(), "audit.jsonl")
 	// main fails: every call falls back to cheap, at cheap's price.
-	cfg := strings.Replace(budgetConfig(t, failing.URL, cheap.URL, "    default: {tokens_per_day: 100000, eur_per_month: 5}"),
-		"identity:", fmt.Sprintf("audit:\n  path: %s\n  hash_key: env:FLEXWAY_TEST_KEY\nidentity:", path), 1)
-	g := startGateway(t, cfg)
+	c := budgetTestConfig(t, failing.URL, cheap.URL, "    default: {tokens_per_day: 100000, eur_per_month: 5}")
+	c.AuditPath = path
+	g := startGateway(t, c.yaml())
 	for _, body := range []string{
 		chatBody,
 		`{"model":"m","max_tokens":0,"messages":[{"role":"user","content":"refused"}]}`,

@@ -22,7 +22,9 @@ type onlyReader struct{ io.Reader }
 // upstream.
 func TestBadInput(t *testing.T) {
 	up := newUpstream(t, jsonHandler(200, completion))
-	g := startGateway(t, baseConfig(t, up.URL, "  vision:\n    max_body_bytes: 1MiB\n"))
+	cfg := baseTestConfig(up.URL)
+	cfg.Vision = &testVision{MaxBodyBytes: "1MiB"}
+	g := startGateway(t, cfg.yaml())
 	big := `{"model":"m-large","messages":[{"role":"user","content":"` + strings.Repeat("x", 2<<20) + `"}]}`
 	tests := []struct {
 		name    string
@@ -159,8 +161,10 @@ func str(s string) func() io.Reader {
 // nothing reaches the upstream for it.
 func TestInflightBodyBound(t *testing.T) {
 	up := newUpstream(t, jsonHandler(200, completion))
-	cfg := strings.Replace(baseConfig(t, up.URL, "  vision:\n    max_body_bytes: 1MiB\n"), "server:\n", "server:\n  max_inflight_body_bytes: 1MiB\n", 1)
-	g := startGateway(t, cfg)
+	cfg := baseTestConfig(up.URL)
+	cfg.MaxInflightBodyBytes = "1MiB"
+	cfg.Vision = &testVision{MaxBodyBytes: "1MiB"}
+	g := startGateway(t, cfg.yaml())
 	addr := strings.TrimPrefix(g.HTTP, "http://")
 	head := "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + demoKey + "\r\nContent-Type: application/json\r\nContent-Length: 1048576\r\n\r\n"
 	holder, err := net.Dial("tcp", addr)

@@ -164,27 +164,15 @@ func TestCircuitBreakerStopsCalls(t *testing.T) {
 func TestRelayWithoutSensitiveHeaderIsExternalForRouting(t *testing.T) {
 	inner := newCounting(t, jsonHandler(200, completion))
 	peer := newCounting(t, jsonHandler(200, completion))
-	cfg := fmt.Sprintf(`
-server:
-  http: %s
-  grpc: %s
-identity:
-  api_keys:
-    - {name: acme-bot, key: env:FLEXWAY_TEST_KEY, tenant: acme, agent: bot}
-ai:
-  backend: hq
-  sensitive_backend: inner
-  backends:
-    hq:
-      kind: relay
-      url: %s/v1
-      external: false
-      metering: upstream
-      identity_headers: {tenant: Flexway-Tenant}
-    inner:
-      url: %s/v1
-      external: false
-`, "127.0.0.1:0", "localhost:0", peer.URL, inner.URL)
+	cfg := testConfig{
+		Keys:             []testKey{acmeBot},
+		Backend:          "hq",
+		SensitiveBackend: "inner",
+		Backends: []testBackend{
+			{Name: "hq", Kind: "relay", URL: peer.URL + "/v1", Internal: true, Metering: "upstream", IdentityHeaders: "{tenant: Flexway-Tenant}"},
+			{Name: "inner", URL: inner.URL + "/v1", Internal: true},
+		},
+	}.yaml()
 	g := startGateway(t, cfg)
 	for _, sensitive := range []string{"", "true"} {
 		resp := send(t, g, "POST", "/v1/chat/completions", strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`), map[string]string{"Flexway-Sensitive": sensitive})

@@ -100,32 +100,18 @@ func ocrDescriptorSet(t *testing.T) string {
 func ocrConfig(t *testing.T, addr, set string, external bool, budget string) string {
 	t.Helper()
 	t.Setenv("FLEXWAY_TEST_ADMIN_KEY", testAdminKey)
-	return fmt.Sprintf(`
-server:
-  http: %s
-  grpc: %s
-  admin_key: env:FLEXWAY_TEST_ADMIN_KEY
-identity:
-  api_keys:
-    - {name: acme-bot, key: env:FLEXWAY_TEST_KEY, tenant: acme, agent: bot}
-ai:
-  backend: chat
-  budget:
-%s
-  grpc:
-    descriptor_sets: [%s]
-    services:
-      acme.ocr.v1.OcrService: ocr
-  backends:
-    chat:
-      url: http://127.0.0.1:1/v1
-      external: false
-    ocr:
-      kind: grpc
-      url: %s
-      external: %v
-      auth: {type: none}
-`, "127.0.0.1:0", "localhost:0", budget, set, addr, external)
+	return testConfig{
+		AdminKey: true,
+		Keys:     []testKey{acmeBot},
+		Backend:  "chat",
+		Budget:   budget,
+		GRPCServices: &testGRPC{DescriptorSets: []string{set},
+			Services: map[string]string{"acme.ocr.v1.OcrService": "ocr"}},
+		Backends: []testBackend{
+			{Name: "chat", URL: "http://127.0.0.1:1/v1", Internal: true},
+			{Name: "ocr", Kind: "grpc", URL: addr, Internal: !external, Auth: "{type: none}"},
+		},
+	}.yaml()
 }
 
 // TestProxiedModelMetered: the OCR example's methods through Flexway with

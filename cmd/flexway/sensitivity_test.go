@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"strings"
 	"testing"
 )
@@ -10,36 +9,23 @@ import (
 // pinned for sensitive calls; tenant "globex" is sensitive by
 // configuration, agent "acme/vault" too.
 func sensitiveConfig(t *testing.T, external, internal string, pin bool) string {
-	pinLine := ""
-	if pin {
-		pinLine = "  sensitive_backend: internal\n"
+	c := testConfig{
+		Keys: []testKey{acmeBot,
+			{Name: "acme-vault", Env: "FLEXWAY_TEST_KEY_2", Tenant: "acme", Agent: "vault"},
+			{Name: "globex", Env: "FLEXWAY_TEST_KEY_3", Tenant: "globex"}},
+		Backend: "external",
+		Tenants: []testTenant{{Name: "globex", Sensitive: true},
+			{Name: "acme", Agents: []testAgent{{Name: "vault", Sensitive: true}}}},
+		Backends: []testBackend{
+			{Name: "external", URL: external + "/v1", Models: []string{"m-large"}, DefaultModel: "m-large"},
+			{Name: "internal", URL: internal + "/v1", Internal: true, Models: []string{"m-local"}, DefaultModel: "m-local"},
+		},
+		AuditPath: "audit.jsonl",
 	}
-	return fmt.Sprintf(`
-server: {http: %s, grpc: %s}
-identity:
-  api_keys:
-    - {name: acme-bot, key: env:FLEXWAY_TEST_KEY, tenant: acme, agent: bot}
-    - {name: acme-vault, key: env:FLEXWAY_TEST_KEY_2, tenant: acme, agent: vault}
-    - {name: globex, key: env:FLEXWAY_TEST_KEY_3, tenant: globex}
-ai:
-  backend: external
-%s  tenants:
-    globex: {sensitive: true}
-    acme:
-      agents:
-        vault: {sensitive: true}
-  backends:
-    external:
-      url: %s/v1
-      models: [m-large]
-      default_model: m-large
-    internal:
-      url: %s/v1
-      external: false
-      models: [m-local]
-      default_model: m-local
-audit: {path: audit.jsonl, hash_key: env:FLEXWAY_TEST_KEY}
-`, "127.0.0.1:0", "localhost:0", pinLine, external, internal)
+	if pin {
+		c.SensitiveBackend = "internal"
+	}
+	return c.yaml()
 }
 
 func TestSensitiveCallsStayInternal(t *testing.T) {

@@ -25,15 +25,10 @@ const upstreamSecret = "upstream-secret-XYZ"
 // spare, at spareURL.
 func fallbackConfig(t testing.TB, mainURL, spareURL string) string {
 	t.Helper()
-	return baseConfig(t, mainURL, fmt.Sprintf(`      fallback: [spare]
-    spare:
-      url: %s/v1
-      auth: {type: bearer, secret: env:FLEXWAY_TEST_UPSTREAM_TOKEN}
-      models: [m-large, m-small]
-      default_model: m-small
-      capabilities: [chat, embeddings]
-      timeout: 2s
-      idle_timeout: 2s`, spareURL))
+	c := baseTestConfig(mainURL)
+	c.Backends[0].Fallback = "[spare]"
+	c.Backends = append(c.Backends, baseBackend("spare", spareURL))
+	return c.yaml()
 }
 
 // refusingUpstream answers every request with status and a body echoing the

@@ -14,45 +14,22 @@ import (
 	"github.com/openai/openai-go/v3"
 )
 
-// visionConfig has a vision backend main (with embeddings), a text-only
-// backend text for tenant "plain", and the given ai block additions.
-func visionConfig(t testing.TB, mainURL, textURL, aiExtra string) string {
+// visionConfig has a vision backend main (with embeddings) and a
+// text-only backend text for tenant "plain".
+func visionConfig(t testing.TB, mainURL, textURL string) testConfig {
 	t.Helper()
 	t.Setenv("FLEXWAY_TEST_PLAIN_KEY", "sk-test-plain")
-	return fmt.Sprintf(`
-server:
-  http: %s
-  grpc: %s
-identity:
-  api_keys:
-    - name: acme-bot
-      key: env:FLEXWAY_TEST_KEY
-      tenant: acme
-      agent: bot
-    - name: plain
-      key: env:FLEXWAY_TEST_PLAIN_KEY
-      tenant: plain
-ai:
-  backend: main
-%s
-  vision:
-    allowed_origins: [https://images.example.com]
-  tenants:
-    plain:
-      backend: text
-  backends:
-    main:
-      url: %s/v1
-      models: [m]
-      default_model: m
-      price: {input: 1.00, output: 2.00}
-      capabilities: [chat, vision, embeddings]
-    text:
-      url: %s/v1
-      models: [m]
-      default_model: m
-      capabilities: [chat]
-`, "127.0.0.1:0", "localhost:0", aiExtra, mainURL, textURL)
+	return testConfig{
+		Keys:    []testKey{acmeBot, {Name: "plain", Env: "FLEXWAY_TEST_PLAIN_KEY", Tenant: "plain"}},
+		Backend: "main",
+		Vision:  &testVision{AllowedOrigins: []string{"https://images.example.com"}},
+		Tenants: []testTenant{{Name: "plain", Backend: "text"}},
+		Backends: []testBackend{
+			{Name: "main", URL: mainURL + "/v1", Models: []string{"m"}, DefaultModel: "m", Price: &[2]float64{1, 2},
+				Capabilities: []string{"chat", "vision", "embeddings"}},
+			{Name: "text", URL: textURL + "/v1", Models: []string{"m"}, DefaultModel: "m", Capabilities: []string{"chat"}},
+		},
+	}
 }
 
 // imageRequest is a chat request with one image part.
@@ -71,7 +48,7 @@ func dataURI(n int) string {
 // the refused calls reaches an upstream.
 func TestVisionImages(t *testing.T) {
 	main := newUpstream(t, usageUpstream(10, 5))
-	g := startGateway(t, visionConfig(t, main.URL, main.URL, ""))
+	g := startGateway(t, visionConfig(t, main.URL, main.URL).yaml())
 
 	seven := dataURI(7 << 20)
 	resp := post(t, g, "/v1/chat/completions", imageRequest(seven))
@@ -132,14 +109,16 @@ func TestVisionNeedsAVisionBackend(t *testing.T) {
 	req := imageRequest("https://images.example.com/cat.png")
 	plain := map[string]string{"Authorization": "Bearer sk-test-plain"}
 
-	g := startGateway(t, visionConfig(t, main.URL, text.URL, ""))
+	g := startGateway(t, visionConfig(t, main.URL, text.URL).yaml())
 	resp := send(t, g, "POST", "/v1/chat/completions", strings.NewReader(req), plain)
 	body := readJSON(t, resp)
 	if resp.StatusCode != 400 || !strings.Contains(fmt.Sprint(body), "capability_unavailable") || len(text.requests()) != 0 {
 		t.Fatalf("no override: %d %v; want 400 capability_unavailable", resp.StatusCode, body)
 	}
 
-	g = startGateway(t, visionConfig(t, main.URL, text.URL, "  capabilities:\n    vision: main"))
+	override := visionConfig(t, main.URL, text.URL)
+	override.AI = "  capabilities:\n    vision: main"
+	g = startGateway(t, override.yaml())
 	resp = send(t, g, "POST", "/v1/chat/completions", strings.NewReader(req), plain)
 	io.Copy(io.Discard, resp.Body)
 	if resp.StatusCode != 200 || len(main.requests()) != 1 || len(text.requests()) != 0 {
@@ -158,7 +137,9 @@ func TestVisionNeedsAVisionBackend(t *testing.T) {
 // the input price.
 func TestSDKEmbeddingsInputForms(t *testing.T) {
 	up := newUpstream(t, jsonHandler(200, `{"object":"list","data":[{"object":"embedding","index":0,"embedding":[0.5]}],"model":"m","usage":{"prompt_tokens":4,"total_tokens":4}}`))
-	g := startGateway(t, visionConfig(t, up.URL, up.URL, "  budget:\n    default: {tokens_per_day: 1000, eur_per_month: 1}"))
+	cfg := visionConfig(t, up.URL, up.URL)
+	cfg.Budget = "    default: {tokens_per_day: 1000, eur_per_month: 1}"
+	g := startGateway(t, cfg.yaml())
 	t.Setenv("FLEXWAY_TEST_ADMIN_KEY", testAdminKey)
 	client := sdkClient(g, demoKey)
 	forms := []struct {
