@@ -316,10 +316,12 @@ func (f *front) tooLarge() *faults.Error {
 }
 
 // authorized refuses a request without a bearer key ([bearer.Token])
-// before its body is read; the key itself is checked by the identity
-// interceptor.
+// before its body is read, and closes the connection after the answer
+// ([closeUnread]) so that the refused body is not read either; the key
+// itself is checked by the identity interceptor.
 func authorized(w http.ResponseWriter, r *http.Request) bool {
 	if _, ok := bearer.Token(r.Header.Get("Authorization")); !ok {
+		closeUnread(w, r)
 		writeOpenAIError(w, faults.New(faults.InvalidAPIKey, "missing API key: send Authorization: Bearer <key>"))
 		return false
 	}
