@@ -108,6 +108,9 @@ type stream struct {
 	reserved bool
 }
 
+// RecvMsg implements [grpc.ServerStream.RecvMsg]: the first metered
+// request received is reserved for, once; a refusal is RecvMsg's error, so
+// the service never sees the request.
 func (s *stream) RecvMsg(msg any) error {
 	if err := s.ServerStream.RecvMsg(msg); err != nil {
 		return err
