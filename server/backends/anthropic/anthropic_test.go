@@ -203,7 +203,7 @@ func TestDecodeError(t *testing.T) {
 // and the decoder and compares the chunks and the end with its .chunks
 // golden file, then replays it split at every byte boundary (and with a
 // 16-byte read buffer, so that lines cross buffer refills) for the same
-// output. The fixtures cover: the chunk sequence of a text answer, LF and
+// output, and once with the encoding/json path alone. The fixtures cover: the chunk sequence of a text answer, LF and
 // CRLF (text, text_crlf); thinking_delta → reasoning_content, tool calls
 // indexed 0 and 1 after a thinking and a text block, id/type/name on the
 // first fragment only, empty partial_json skipped, tool_use → tool_calls
@@ -223,6 +223,12 @@ func TestStream(t *testing.T) {
 			}
 			want := replay(bytes.NewReader(data), 0)
 			golden(t, name+".chunks", []byte(want))
+			fastPath = false
+			general := replay(bytes.NewReader(data), 0)
+			fastPath = true
+			if general != want {
+				t.Fatalf("the general path decodes otherwise than the fast one:\n got: %s\nwant: %s", general, want)
+			}
 			for i := 0; i <= len(data); i++ {
 				r := io.MultiReader(bytes.NewReader(data[:i]), bytes.NewReader(data[i:]))
 				if got := replay(r, 16); got != want {
@@ -254,6 +260,39 @@ func TestStreamContent(t *testing.T) {
 		}
 		if s.Content() != tc.content {
 			t.Errorf("%s: Content() = %v, want %v", tc.fixture, s.Content(), tc.content)
+		}
+	}
+}
+
+// TestStreamFastPathEscapes: the fast path unescapes as encoding/json
+// does, and leaves what it does not read exactly to the general path.
+func TestStreamFastPathEscapes(t *testing.T) {
+	start := []byte(`{"type":"message_start","message":{"id":"m","type":"message","model":"x","usage":{}}}`)
+	for _, data := range []string{
+		`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"a\"b\\c\/d\n\t\u00e9\ud83d\ude00 \u2028"}}`,
+		`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"lone \ud83d surrogate"}}`,
+		`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"invalid ` + "\xff" + ` utf-8"}}`,
+		` { "index" : 0 , "type" : "content_block_delta" , "delta" : { "text" : "spaced" , "type" : "text_delta" } } `,
+		`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"x"},"extra":[1,{"a":null}]}`,
+		`{"type":"content_block_delta","index":0,"delta":{"type":"citations_delta","citation":{"type":"char_location"}}}`,
+		`{"type":"content_block_delta","index":007,"delta":{"type":"text_delta","text":"x"}}`,
+		`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"x"}} trailing`,
+	} {
+		var outs [2]string
+		for i, fast := range []bool{true, false} {
+			fastPath = fast
+			s := NewStream(0)
+			_, _ = s.Event(nil, start)
+			c, err := s.Event(nil, []byte(data))
+			if err != nil {
+				outs[i] = endLine(err)
+			} else if c != nil {
+				outs[i] = string(openaiwire.AppendChatCompletionChunk(nil, c))
+			}
+		}
+		fastPath = true
+		if outs[0] != outs[1] {
+			t.Errorf("%s:\n fast:    %s\n general: %s", data, outs[0], outs[1])
 		}
 	}
 }

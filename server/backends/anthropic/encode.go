@@ -170,7 +170,7 @@ func (e *encoder) drop(name string) { e.dropped[name] = struct{}{} }
 func (e *encoder) messages(msgs []*flexwayv1.ChatMessage, w *wireRequest) error {
 	var system []wireBlock
 	for i, m := range msgs {
-		p := fmt.Sprintf("messages[%d]", i)
+		p := msgPath(i)
 		if m.Name != nil {
 			e.drop("messages[].name")
 		}
@@ -199,13 +199,13 @@ func (e *encoder) messages(msgs []*flexwayv1.ChatMessage, w *wireRequest) error 
 			blocks, err = e.toolResult(m, p)
 			e.dropExtras(m, map[string]bool{"tool_call_id": true})
 		default:
-			return invalid(p+".role", "role %q has no counterpart on this backend", m.GetRole())
+			return invalid(p.String()+".role", "role %q has no counterpart on this backend", m.GetRole())
 		}
 		if err != nil {
 			return err
 		}
 		if len(blocks) == 0 {
-			return invalid(p+".content", "a %s message needs content on this backend", m.GetRole())
+			return invalid(p.String()+".content", "a %s message needs content on this backend", m.GetRole())
 		}
 		if n := len(w.Messages); n > 0 && w.Messages[n-1].Role == role {
 			w.Messages[n-1].Content = append(w.Messages[n-1].Content, blocks...)
@@ -235,10 +235,16 @@ func (e *encoder) dropExtras(m *flexwayv1.ChatMessage, keep map[string]bool) {
 	}
 }
 
+// msgPath is messages[i] in OpenAI's notation, written only for an error.
+type msgPath int
+
+// String returns "messages[i]".
+func (p msgPath) String() string { return "messages[" + strconv.Itoa(int(p)) + "]" }
+
 func textBlock(s string) wireBlock { return wireBlock{Type: "text", Text: &s} }
 
 // textBlocks is the non-empty text of m (a string or text parts).
-func (e *encoder) textBlocks(m *flexwayv1.ChatMessage, p string) ([]wireBlock, error) {
+func (e *encoder) textBlocks(m *flexwayv1.ChatMessage, p msgPath) ([]wireBlock, error) {
 	switch c := m.GetContent().(type) {
 	case *flexwayv1.ChatMessage_Text:
 		if c.Text == "" {
@@ -268,14 +274,13 @@ func (e *encoder) partExtras(part *flexwayv1.ContentPart) {
 }
 
 // userBlocks is a user message's text and image blocks.
-func (e *encoder) userBlocks(m *flexwayv1.ChatMessage, p string) ([]wireBlock, error) {
+func (e *encoder) userBlocks(m *flexwayv1.ChatMessage, p msgPath) ([]wireBlock, error) {
 	parts, ok := m.GetContent().(*flexwayv1.ChatMessage_Parts)
 	if !ok {
 		return e.textBlocks(m, p)
 	}
 	var out []wireBlock
 	for j, part := range parts.Parts.GetParts() {
-		pp := fmt.Sprintf("%s.content[%d]", p, j)
 		e.partExtras(part)
 		switch part.GetType() {
 		case "text":
@@ -283,13 +288,13 @@ func (e *encoder) userBlocks(m *flexwayv1.ChatMessage, p string) ([]wireBlock, e
 				out = append(out, textBlock(t))
 			}
 		case "image_url":
-			src, err := e.imageSource(part.GetImageUrl(), pp+".image_url.url")
+			src, err := e.imageSource(part.GetImageUrl(), p, j)
 			if err != nil {
 				return nil, err
 			}
 			out = append(out, wireBlock{Type: "image", Source: src})
 		default:
-			return nil, invalid(pp+".type", "a user message cannot hold a %s part on this backend", part.GetType())
+			return nil, invalid(fmt.Sprintf("%s.content[%d].type", p, j), "a user message cannot hold a %s part on this backend", part.GetType())
 		}
 	}
 	return out, nil
@@ -306,7 +311,8 @@ var imageMediaTypes = map[string]string{
 }
 
 // imageSource maps an image_url: a base64 data: URI or an http(s) URL.
-func (e *encoder) imageSource(u *flexwayv1.ImageUrl, param string) (*wireSource, error) {
+func (e *encoder) imageSource(u *flexwayv1.ImageUrl, p msgPath, j int) (*wireSource, error) {
+	param := func() string { return fmt.Sprintf("%s.content[%d].image_url.url", p, j) }
 	if u.Detail != nil {
 		e.drop("messages[].content[].image_url.detail")
 	}
@@ -319,17 +325,17 @@ func (e *encoder) imageSource(u *flexwayv1.ImageUrl, param string) (*wireSource,
 		meta, data, ok := strings.Cut(url[len("data:"):], ",")
 		mt, isBase64 := strings.CutSuffix(meta, ";base64")
 		if !ok || !isBase64 {
-			return nil, invalid(param, "an image data URI must be base64")
+			return nil, invalid(param(), "an image data URI must be base64")
 		}
 		wireMT, ok := imageMediaTypes[strings.ToLower(mt)]
 		if !ok {
-			return nil, invalid(param, "image type %q is not supported on this backend (jpeg, png, gif, webp)", mt)
+			return nil, invalid(param(), "image type %q is not supported on this backend (jpeg, png, gif, webp)", mt)
 		}
 		return &wireSource{Type: "base64", MediaType: wireMT, Data: data}, nil
 	case strings.HasPrefix(url, "https://"), strings.HasPrefix(url, "http://"):
 		return &wireSource{Type: "url", URL: url}, nil
 	}
-	return nil, invalid(param, "an image must be a data: URI or an http(s) URL")
+	return nil, invalid(param(), "an image must be a data: URI or an http(s) URL")
 }
 
 // openAIToolCall is one element of an assistant message's tool_calls.
@@ -344,7 +350,7 @@ type openAIToolCall struct {
 
 // assistantBlocks is an assistant message's text blocks, then its
 // tool_use blocks.
-func (e *encoder) assistantBlocks(m *flexwayv1.ChatMessage, p string) ([]wireBlock, error) {
+func (e *encoder) assistantBlocks(m *flexwayv1.ChatMessage, p msgPath) ([]wireBlock, error) {
 	var out []wireBlock
 	switch c := m.GetContent().(type) {
 	case *flexwayv1.ChatMessage_Text:
@@ -370,15 +376,15 @@ func (e *encoder) assistantBlocks(m *flexwayv1.ChatMessage, p string) ([]wireBlo
 	}
 	var calls []openAIToolCall
 	if err := json.Unmarshal([]byte(raw), &calls); err != nil {
-		return nil, invalid(p+".tool_calls", "tool_calls must be an array of function calls")
+		return nil, invalid(p.String()+".tool_calls", "tool_calls must be an array of function calls")
 	}
 	for j, c := range calls {
-		cp := fmt.Sprintf("%s.tool_calls[%d]", p, j)
+		cp := func() string { return fmt.Sprintf("%s.tool_calls[%d]", p, j) }
 		if c.Type != "" && c.Type != "function" {
-			return nil, invalid(cp+".type", "tool call type %q has no counterpart on this backend", c.Type)
+			return nil, invalid(cp()+".type", "tool call type %q has no counterpart on this backend", c.Type)
 		}
 		if c.ID == "" || c.Function.Name == "" {
-			return nil, invalid(cp, "a tool call needs an id and a function name")
+			return nil, invalid(cp(), "a tool call needs an id and a function name")
 		}
 		input := []byte(strings.TrimSpace(c.Function.Arguments))
 		if len(input) == 0 {
@@ -386,7 +392,7 @@ func (e *encoder) assistantBlocks(m *flexwayv1.ChatMessage, p string) ([]wireBlo
 		}
 		var buf bytes.Buffer
 		if err := json.Compact(&buf, input); err != nil || buf.Bytes()[0] != '{' {
-			return nil, invalid(cp+".function.arguments", "tool call arguments must be a JSON object")
+			return nil, invalid(cp()+".function.arguments", "tool call arguments must be a JSON object")
 		}
 		out = append(out, wireBlock{Type: "tool_use", ID: c.ID, Name: c.Function.Name, Input: buf.Bytes()})
 	}
@@ -394,13 +400,13 @@ func (e *encoder) assistantBlocks(m *flexwayv1.ChatMessage, p string) ([]wireBlo
 }
 
 // toolResult is a tool message as one tool_result block.
-func (e *encoder) toolResult(m *flexwayv1.ChatMessage, p string) ([]wireBlock, error) {
+func (e *encoder) toolResult(m *flexwayv1.ChatMessage, p msgPath) ([]wireBlock, error) {
 	var id string
 	if raw, ok := m.GetExtraFields()["tool_call_id"]; ok {
 		_ = json.Unmarshal([]byte(raw), &id)
 	}
 	if id == "" {
-		return nil, invalid(p+".tool_call_id", "a tool message needs tool_call_id")
+		return nil, invalid(p.String()+".tool_call_id", "a tool message needs tool_call_id")
 	}
 	content, err := e.textBlocks(m, p)
 	if err != nil {
@@ -438,7 +444,7 @@ func (e *encoder) params(extra map[string]string, w *wireRequest) error {
 	}
 	if v, ok := extra["stop"]; ok && v != "null" {
 		var one string
-		if json.Unmarshal([]byte(v), &one) == nil {
+		if strings.HasPrefix(strings.TrimSpace(v), `"`) && json.Unmarshal([]byte(v), &one) == nil {
 			w.StopSequences = []string{one}
 		} else if json.Unmarshal([]byte(v), &w.StopSequences) != nil {
 			return invalid("stop", "stop must be a string or an array of strings")
@@ -498,7 +504,7 @@ func toolChoice(extra map[string]string, w *wireRequest) error {
 			} `json:"function"`
 		}
 		switch {
-		case json.Unmarshal([]byte(v), &s) == nil:
+		case strings.HasPrefix(strings.TrimSpace(v), `"`) && json.Unmarshal([]byte(v), &s) == nil:
 			switch s {
 			case "auto":
 				tc = &wireToolChoice{Type: "auto"}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
 	"github.com/flexway/flexway/server/faults"
@@ -63,6 +64,10 @@ type Stream struct {
 	toolOf   []int // content block index → tool call index, or -1
 	ev       streamEvent
 	buf      []byte
+	sc       scanner
+	typ      []byte // the fast path's event type
+	dtyp     []byte // its delta's type
+	val      []byte // its delta's text, partial_json or thinking
 }
 
 // NewStream returns the decoder of one stream whose chunks say created
@@ -88,6 +93,11 @@ func (s *Stream) Usage() Usage { return s.usage }
 // fallback rules act on); data that is not a JSON event, or a content
 // event before message_start, is an upstream_error.
 func (s *Stream) Event(name, data []byte) (*flexwayv1.ChatCompletionChunk, error) {
+	if fastPath && string(name) != "error" {
+		if c, ok := s.fast(data); ok {
+			return c, nil
+		}
+	}
 	ev := &s.ev
 	*ev = streamEvent{}
 	if err := json.Unmarshal(data, ev); err != nil {
@@ -172,11 +182,7 @@ func (s *Stream) Event(name, data []byte) (*flexwayv1.ChatCompletionChunk, error
 			if ev.Delta.PartialJSON == "" {
 				return nil, nil
 			}
-			s.buf = append(s.buf[:0], `[{"index":`...)
-			s.buf = fmt.Appendf(s.buf, "%d", s.toolOf[ev.Index])
-			s.buf = append(s.buf, `,"function":{"arguments":`...)
-			s.buf = appendJSONString(s.buf, ev.Delta.PartialJSON)
-			s.buf = append(s.buf, "}}]"...)
+			s.buf = s.appendArguments(s.buf[:0], s.toolOf[ev.Index], []byte(ev.Delta.PartialJSON))
 			return s.extraChunk("tool_calls"), nil
 		}
 		return nil, nil
@@ -200,6 +206,117 @@ func (s *Stream) Event(name, data []byte) (*flexwayv1.ChatCompletionChunk, error
 	return nil, nil
 }
 
+// fastPath turns [Stream.fast] on; tests turn it off to check that both
+// paths decode alike.
+var fastPath = true
+
+// fast decodes the stream's hot events (content_block_delta of text,
+// thinking and tool input, ping, content_block_stop) without
+// encoding/json; ok false leaves the event to the general path, which
+// decides everything fast does not read exactly, errors included.
+func (s *Stream) fast(data []byte) (c *flexwayv1.ChatCompletionChunk, ok bool) {
+	sc := &s.sc
+	*sc = scanner{d: data, ok: true}
+	s.typ, s.dtyp, s.val = s.typ[:0], s.dtyp[:0], s.val[:0]
+	index, hasVal := -1, false
+	sc.members(func(key []byte) {
+		switch string(key) {
+		case "type":
+			s.typ = sc.str(s.typ[:0])
+		case "index":
+			index = sc.small()
+		case "delta":
+			sc.members(func(key []byte) {
+				switch string(key) {
+				case "type":
+					s.dtyp = sc.str(s.dtyp[:0])
+				case "text", "partial_json", "thinking":
+					if hasVal {
+						sc.ok = false
+						return
+					}
+					hasVal = true
+					s.val = sc.str(s.val[:0])
+				default:
+					sc.ok = false
+				}
+			})
+		default:
+			sc.ok = false
+		}
+	})
+	if sc.ws(); !sc.ok || sc.i != len(data) {
+		return nil, false
+	}
+	switch string(s.typ) {
+	case "ping", "content_block_stop":
+		return nil, true
+	case "content_block_delta":
+	default:
+		return nil, false
+	}
+	if !s.started || s.done || index < 0 {
+		return nil, false
+	}
+	switch string(s.dtyp) {
+	case "text_delta":
+		if len(s.val) == 0 {
+			return nil, true
+		}
+		s.content = true
+		b := s.box()
+		b.text.Text = string(s.val)
+		b.delta.Content = &b.text
+		return &b.c, true
+	case "thinking_delta":
+		if len(s.val) == 0 {
+			return nil, true
+		}
+		s.content = true
+		s.buf = appendJSONString(s.buf[:0], string(s.val))
+		return s.extraChunk("reasoning_content"), true
+	case "input_json_delta":
+		if index >= len(s.toolOf) || s.toolOf[index] < 0 {
+			return nil, false
+		}
+		if len(s.val) == 0 {
+			return nil, true
+		}
+		s.buf = s.appendArguments(s.buf[:0], s.toolOf[index], s.val)
+		return s.extraChunk("tool_calls"), true
+	}
+	return nil, false
+}
+
+// appendArguments writes the tool_calls of an arguments fragment.
+func (s *Stream) appendArguments(dst []byte, tool int, frag []byte) []byte {
+	dst = append(dst, `[{"index":`...)
+	dst = strconv.AppendInt(dst, int64(tool), 10)
+	dst = append(dst, `,"function":{"arguments":`...)
+	dst = appendJSONString(dst, string(frag))
+	return append(dst, "}}]"...)
+}
+
+// chunkBox holds a one-choice chunk and its parts in one allocation.
+type chunkBox struct {
+	c       flexwayv1.ChatCompletionChunk
+	choice  flexwayv1.ChatCompletionChunkChoice
+	choices [1]*flexwayv1.ChatCompletionChunkChoice
+	delta   flexwayv1.ChatMessage
+	text    flexwayv1.ChatMessage_Text
+}
+
+// box is a new chunk of s's id, model and created with one choice (index
+// 0) and an empty delta.
+func (s *Stream) box() *chunkBox {
+	b := &chunkBox{}
+	b.c.Id, b.c.Object, b.c.Created, b.c.Model = s.id, "chat.completion.chunk", s.created, s.model
+	b.choices[0] = &b.choice
+	b.c.Choices = b.choices[:]
+	b.choice.Delta = &b.delta
+	return b
+}
+
 // End is called at the body's end: nil after message_stop; otherwise an
 // upstream_error (a cut stream once [Stream.Content] is true).
 func (s *Stream) End() error {
@@ -215,13 +332,14 @@ func (s *Stream) bad(what string) error {
 
 // chunk is a chunk of one choice (index 0) with delta d.
 func (s *Stream) chunk(d *flexwayv1.ChatMessage) *flexwayv1.ChatCompletionChunk {
-	return &flexwayv1.ChatCompletionChunk{
-		Id: s.id, Object: "chat.completion.chunk", Created: s.created, Model: s.model,
-		Choices: []*flexwayv1.ChatCompletionChunkChoice{{Index: 0, Delta: d}},
-	}
+	b := s.box()
+	b.choice.Delta = d
+	return &b.c
 }
 
 // extraChunk is a chunk whose delta holds s.buf as its extra field key.
 func (s *Stream) extraChunk(key string) *flexwayv1.ChatCompletionChunk {
-	return s.chunk(&flexwayv1.ChatMessage{ExtraFields: map[string]string{key: string(s.buf)}})
+	b := s.box()
+	b.delta.ExtraFields = map[string]string{key: string(s.buf)}
+	return &b.c
 }
