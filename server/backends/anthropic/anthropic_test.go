@@ -98,7 +98,7 @@ func TestEncodeRefuses(t *testing.T) {
 func TestDecode(t *testing.T) {
 	var logged []string
 	logUnknown = func(kind, v string) { logged = append(logged, kind+"="+v) }
-	defer func() { logUnknown = func(string, string) {} }()
+	defer func(old func(string, string)) { logUnknown = old }(logUnknown)
 	for _, path := range fixtures(t, "decode", ".json") {
 		if strings.HasSuffix(path, ".openai.json") {
 			continue

@@ -4,13 +4,14 @@ import (
 	"os"
 	"testing"
 
+	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
+
 	"github.com/flexway/flexway/server/openaiwire"
 )
 
-// BenchmarkCall is a typical non-streamed call's translation: the OpenAI
-// request parsed elsewhere (not measured), encoded to the Messages body,
-// and the Message answer decoded.
-func BenchmarkCall(b *testing.B) {
+// typicalCall is the benchmarks' call: a two-turn tool round trip and a
+// Message answer with thinking, text and a tool call.
+func typicalCall(b *testing.B) (*flexwayv1.CreateChatCompletionRequest, []byte) {
 	data, err := os.ReadFile("testdata/encode/tools_round.openai.json")
 	if err != nil {
 		b.Fatal(err)
@@ -23,6 +24,14 @@ func BenchmarkCall(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	return req, answer
+}
+
+// BenchmarkCall is a typical non-streamed call's translation: the OpenAI
+// request parsed elsewhere (not measured), encoded to the Messages body,
+// and the Message answer decoded.
+func BenchmarkCall(b *testing.B) {
+	req, answer := typicalCall(b)
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, _, err := Encode(req, "claude-sonnet-4-5", testOptions); err != nil {
@@ -60,6 +69,39 @@ func BenchmarkStreamToolChunk(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		if c, err := s.Event(nil, data); err != nil || c == nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkOpenAIKindCall is the baseline of BenchmarkCall: what the
+// openai kind does for the same call (encode the request in OpenAI's
+// format, parse an OpenAI completion of the same answer).
+func BenchmarkOpenAIKindCall(b *testing.B) {
+	req, answer := typicalCall(b)
+	c, _, err := Decode(answer, 1700000000)
+	if err != nil {
+		b.Fatal(err)
+	}
+	completion := openaiwire.AppendChatCompletion(nil, c)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := openaiwire.AppendChatCompletionRequest(nil, req, openaiwire.Upstream{Model: "m"}); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := openaiwire.ParseChatCompletion(completion); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkOpenAIKindChunk is the baseline of BenchmarkStreamChunk: the
+// openai kind's parse of the same text chunk in OpenAI's format.
+func BenchmarkOpenAIKindChunk(b *testing.B) {
+	data := []byte(`{"id":"msg_1","object":"chat.completion.chunk","created":1700000000,"model":"claude-sonnet-4-5","choices":[{"index":0,"delta":{"content":"Hello, world, this is a"},"finish_reason":null}]}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := openaiwire.ParseChatCompletionChunk(data); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"sync"
@@ -175,8 +176,11 @@ func appendToolCall(dst []byte, index int, id, name string, args []byte) []byte 
 var unknownStops sync.Map
 
 // logUnknown is where an unknown stop_reason is reported, once per value
-// (cut to 64 bytes); a variable so that tests can observe it.
-var logUnknown = func(kind, value string) {}
+// (cut to 64 bytes), as a warning of the default slog logger; a variable
+// so that tests can observe it.
+var logUnknown = func(kind, value string) {
+	slog.Warn("anthropic backend: unknown value read as stop", "field", kind, "value", value)
+}
 
 // FinishReason maps an Anthropic stop_reason to OpenAI's finish_reason:
 // end_turn, stop_sequence and pause_turn → stop, max_tokens → length,
