@@ -184,11 +184,11 @@ var logUnknown = func(kind, value string) {
 
 // FinishReason maps an Anthropic stop_reason to OpenAI's finish_reason:
 // end_turn, stop_sequence and pause_turn → stop, max_tokens → length,
-// tool_use → tool_calls, refusal → content_filter; any other value →
-// stop, reported once per value.
+// tool_use → tool_calls, refusal → content_filter; none ("") → stop;
+// any other value → stop, reported once per value.
 func FinishReason(stop string) string {
 	switch stop {
-	case "end_turn", "stop_sequence", "pause_turn":
+	case "end_turn", "stop_sequence", "pause_turn", "":
 		return "stop"
 	case "max_tokens":
 		return "length"

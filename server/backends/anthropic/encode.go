@@ -226,10 +226,12 @@ func (e *encoder) messages(msgs []*flexwayv1.ChatMessage, w *wireRequest) error 
 	return nil
 }
 
-// dropExtras records a message's extra fields not in keep as dropped.
+// dropExtras records a message's extra fields not in keep as dropped,
+// except null ones (an echoed assistant message's "refusal": null says
+// nothing).
 func (e *encoder) dropExtras(m *flexwayv1.ChatMessage, keep map[string]bool) {
-	for k := range m.GetExtraFields() {
-		if !keep[k] {
+	for k, v := range m.GetExtraFields() {
+		if !keep[k] && v != "null" {
 			e.drop("messages[]." + k)
 		}
 	}
