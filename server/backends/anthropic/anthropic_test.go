@@ -296,3 +296,45 @@ func TestStreamFastPathEscapes(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamBadEvents: malformed or out-of-order upstream events are an
+// upstream_error, never a panic or a silent success; unknown event types
+// and events after message_stop emit nothing.
+func TestStreamBadEvents(t *testing.T) {
+	start := `{"type":"message_start","message":{"id":"m","type":"message","model":"x","usage":{}}}`
+	for _, tc := range []struct {
+		name   string
+		events []string
+		want   faults.Reason // "" when every event is accepted
+	}{
+		{"garbage", []string{"<html>"}, faults.UpstreamError},
+		{"delta before message_start", []string{`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"x"}}`}, faults.UpstreamError},
+		{"two message_start", []string{start, start}, faults.UpstreamError},
+		{"input_json_delta outside a tool block", []string{start, `{"type":"content_block_delta","index":3,"delta":{"type":"input_json_delta","partial_json":"{"}}`}, faults.UpstreamError},
+		{"block index out of range", []string{start, `{"type":"content_block_start","index":99999999,"content_block":{"type":"text","text":""}}`}, faults.UpstreamError},
+		{"error event with garbage data", []string{start, "not json"}, faults.UpstreamError},
+		{"unknown events are ignored", []string{`{"type":"future_event"}`, start, `{"type":"future_event","x":1}`}, ""},
+		{"events after message_stop are ignored", []string{start, `{"type":"message_stop"}`, `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"late"}}`}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := NewStream(0)
+			var err error
+			for i, ev := range tc.events {
+				var name []byte
+				if tc.name == "error event with garbage data" && i == 1 {
+					name = []byte("error")
+				}
+				var c *flexwayv1.ChatCompletionChunk
+				if c, err = s.Event(name, []byte(ev)); err != nil {
+					break
+				}
+				if c != nil && strings.Contains(ev, "late") {
+					t.Fatalf("an event after message_stop emitted %v", c)
+				}
+			}
+			if tc.want == "" && err != nil || tc.want != "" && !isReason(err, tc.want) {
+				t.Fatalf("err = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
