@@ -53,3 +53,5 @@ func compact(b []byte) string {
 	}
 	return buf.String()
 }
+
+func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) }
