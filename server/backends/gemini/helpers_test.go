@@ -13,6 +13,12 @@ import (
 // bytes are a counter, so ids stay distinct.
 func fixedIDs(t *testing.T) {
 	t.Helper()
+	t.Cleanup(counterIDs())
+}
+
+// counterIDs makes the random bytes of tool call ids a counter from 1 and
+// returns the function that restores them.
+func counterIDs() (restore func()) {
 	old := randRead
 	var n byte
 	randRead = func(b []byte) {
@@ -21,7 +27,7 @@ func fixedIDs(t *testing.T) {
 			b[i] = n
 		}
 	}
-	t.Cleanup(func() { randRead = old })
+	return func() { randRead = old }
 }
 
 func readFixture(t *testing.T, parts ...string) []byte {

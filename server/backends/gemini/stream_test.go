@@ -17,15 +17,7 @@ import (
 // one line per chunk (OpenAI's JSON), the last being End's chunk or
 // "error: <reason>".
 func replay(t testing.TB, body io.Reader) []string {
-	old := randRead
-	var n byte
-	randRead = func(b []byte) {
-		n++
-		for i := range b {
-			b[i] = n
-		}
-	}
-	defer func() { randRead = old }()
+	defer counterIDs()()
 	var out []string
 	r := NewSSEReader(body)
 	s := NewStream(testCall)
