@@ -85,7 +85,7 @@ func Decode(body []byte, call Call) (*flexwayv1.ChatCompletion, error) {
 				} else {
 					calls = append(calls, ',')
 				}
-				calls = appendToolCall(calls, -1, p)
+				calls = appendToolCall(calls, -1, p.FunctionCall.Name, p.FunctionCall.Args, p.ThoughtSignature)
 			case p.Thought:
 				thought = append(thought, p.Text...)
 			default:
@@ -117,9 +117,10 @@ func setExtra(m *map[string]string, k, v string) {
 	(*m)[k] = v
 }
 
-// appendToolCall appends one OpenAI tool call object for p's functionCall
-// to dst, with "index" when index >= 0 (a stream delta).
-func appendToolCall(dst []byte, index int, p gPart) []byte {
+// appendToolCall appends one OpenAI tool call object for a functionCall
+// (its name, its args as raw JSON, the thoughtSignature of its part) to
+// dst, with "index" when index >= 0 (a stream delta).
+func appendToolCall[S string | []byte](dst []byte, index int, name S, args []byte, sig S) []byte {
 	dst = append(dst, '{')
 	if index >= 0 {
 		dst = append(dst, `"index":`...)
@@ -127,11 +128,10 @@ func appendToolCall(dst []byte, index int, p gPart) []byte {
 		dst = append(dst, ',')
 	}
 	dst = append(dst, `"id":`...)
-	dst = jsonstring.Append(dst, ToolCallID(p.ThoughtSignature))
+	dst = jsonstring.Append(dst, ToolCallID(string(sig)))
 	dst = append(dst, `,"type":"function","function":{"name":`...)
-	dst = jsonstring.Append(dst, p.FunctionCall.Name)
+	dst = jsonstring.Append(dst, string(name))
 	dst = append(dst, `,"arguments":`...)
-	args := p.FunctionCall.Args
 	if len(args) == 0 || string(args) == "null" {
 		args = []byte("{}")
 	}

@@ -2,7 +2,6 @@ package gemini
 
 import (
 	"bytes"
-	"encoding/json"
 
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
 	"github.com/flexway/flexway/server/faults"
@@ -23,12 +22,14 @@ const maxStreamCandidates = 128
 // usage are held until [Stream.End], because Gemini's usageMetadata is
 // cumulative on every event (the last wins, never a sum) and a
 // functionCall anywhere in the answer makes the finish reason tool_calls.
-// An event with a finishReason and no parts is still read.
+// An event with a finishReason and no parts is still read. Events are read
+// by a hand-written scanner that keeps its buffers from event to event:
+// a text event costs the canonical chunk's own allocations only.
 type Stream struct {
 	call    Call
 	id      string
 	model   string
-	resp    gResponse
+	scan    eventScan
 	cands   []candidateState
 	usage   gUsageMetadata
 	hasUse  bool
@@ -57,46 +58,46 @@ func NewStream(call Call) *Stream {
 // not a GenerateContentResponse, or a candidate index over 127.
 func (s *Stream) Feed(event, data []byte) (*flexwayv1.ChatCompletionChunk, error) {
 	data = bytes.TrimSpace(data)
-	if string(event) == "error" || isErrorEnvelope(data) {
+	if string(event) == "error" {
 		return nil, faults.New(faults.UpstreamError, "the Gemini upstream reported an error in its stream")
 	}
 	if len(data) == 0 {
 		return nil, nil
 	}
-	// encoding/json decodes into a reused slice element without zeroing
-	// it first: a field an earlier event set would leak into this one.
-	clear(s.resp.Candidates[:cap(s.resp.Candidates)])
-	s.resp = gResponse{Candidates: s.resp.Candidates[:0]}
-	if err := json.Unmarshal(data, &s.resp); err != nil {
+	e := &s.scan
+	if err := e.scan(data); err != nil {
 		return nil, faults.Wrap(faults.UpstreamError, err, "the Gemini upstream sent an unreadable stream event")
 	}
+	if e.hasError {
+		return nil, faults.New(faults.UpstreamError, "the Gemini upstream reported an error in its stream")
+	}
 	if s.id == "" {
-		s.id = s.resp.ResponseID
+		s.id = string(e.responseID)
 		if s.id == "" {
 			s.id = "chatcmpl-" + ToolCallID("")[len("call_"):]
 		}
 	}
-	if s.resp.ModelVersion != "" {
-		s.model = s.resp.ModelVersion
+	if len(e.model) > 0 && string(e.model) != s.model {
+		s.model = string(e.model)
 	}
-	if u := s.resp.UsageMetadata; u != nil {
-		s.usage, s.hasUse = *u, true
+	if e.hasUsage {
+		s.usage, s.hasUse = e.usage, true
 	}
-	if fb := s.resp.PromptFeedback; fb != nil && fb.BlockReason != "" && len(s.resp.Candidates) == 0 {
+	if len(e.blockReason) > 0 && e.ncands == 0 {
 		s.blocked = true
 	}
 	var chunk *flexwayv1.ChatCompletionChunk
-	for i := range s.resp.Candidates {
-		c := &s.resp.Candidates[i]
-		if c.Index < 0 || c.Index >= maxStreamCandidates {
+	for i := range e.ncands {
+		c := &e.cands[i]
+		if c.index < 0 || c.index >= maxStreamCandidates {
 			return nil, faults.New(faults.UpstreamError, "the Gemini upstream sent a candidate index out of range")
 		}
-		for int(c.Index) >= len(s.cands) {
+		for int(c.index) >= len(s.cands) {
 			s.cands = append(s.cands, candidateState{})
 		}
-		st := &s.cands[c.Index]
-		if c.FinishReason != "" {
-			st.finish = c.FinishReason
+		st := &s.cands[c.index]
+		if len(c.finish) > 0 && string(c.finish) != st.finish {
+			st.finish = string(c.finish)
 		}
 		delta := s.delta(st, c)
 		if delta == nil {
@@ -105,35 +106,15 @@ func (s *Stream) Feed(event, data []byte) (*flexwayv1.ChatCompletionChunk, error
 		if chunk == nil {
 			chunk = s.newChunk()
 		}
-		chunk.Choices = append(chunk.Choices, &flexwayv1.ChatCompletionChunkChoice{Index: c.Index, Delta: delta})
+		chunk.Choices = append(chunk.Choices, &flexwayv1.ChatCompletionChunkChoice{Index: int32(c.index), Delta: delta})
 	}
 	return chunk, nil
 }
 
 // delta is the chunk delta of one candidate's parts, nil when they hold
 // nothing.
-func (s *Stream) delta(st *candidateState, c *gCandidate) *flexwayv1.ChatMessage {
-	var text, thought string
-	s.scratch = s.scratch[:0]
-	hasCalls := false
-	for _, p := range c.Content.Parts {
-		switch {
-		case p.FunctionCall != nil:
-			if !hasCalls {
-				s.scratch = append(s.scratch, '[')
-			} else {
-				s.scratch = append(s.scratch, ',')
-			}
-			s.scratch = appendToolCall(s.scratch, st.calls, p)
-			hasCalls = true
-			st.calls++
-		case p.Thought:
-			thought += p.Text
-		default:
-			text += p.Text
-		}
-	}
-	if text == "" && thought == "" && !hasCalls {
+func (s *Stream) delta(st *candidateState, c *scanCandidate) *flexwayv1.ChatMessage {
+	if len(c.text) == 0 && len(c.thought) == 0 && len(c.calls) == 0 {
 		return nil
 	}
 	d := &flexwayv1.ChatMessage{}
@@ -141,13 +122,22 @@ func (s *Stream) delta(st *candidateState, c *gCandidate) *flexwayv1.ChatMessage
 		st.started = true
 		d.Role = "assistant"
 	}
-	if text != "" {
-		d.Content = &flexwayv1.ChatMessage_Text{Text: text}
+	if len(c.text) > 0 {
+		d.Content = &flexwayv1.ChatMessage_Text{Text: string(c.text)}
 	}
-	if thought != "" {
-		setExtra(&d.ExtraFields, "reasoning_content", string(jsonstring.Append(nil, thought)))
+	if len(c.thought) > 0 {
+		s.scratch = jsonstring.Append(s.scratch[:0], string(c.thought))
+		setExtra(&d.ExtraFields, "reasoning_content", string(s.scratch))
 	}
-	if hasCalls {
+	if len(c.calls) > 0 {
+		s.scratch = append(s.scratch[:0], '[')
+		for j, call := range c.calls {
+			if j > 0 {
+				s.scratch = append(s.scratch, ',')
+			}
+			s.scratch = appendToolCall(s.scratch, st.calls, call.name, call.args, call.sig)
+			st.calls++
+		}
 		setExtra(&d.ExtraFields, "tool_calls", string(append(s.scratch, ']')))
 	}
 	return d
@@ -193,16 +183,4 @@ func (s *Stream) End() (*flexwayv1.ChatCompletionChunk, error) {
 		chunk.Usage = usage(&s.usage)
 	}
 	return chunk, nil
-}
-
-// isErrorEnvelope reports whether data is Google's error envelope: a JSON
-// object with a non-null top-level "error".
-func isErrorEnvelope(data []byte) bool {
-	if len(data) == 0 || data[0] != '{' || !bytes.Contains(data, []byte(`"error"`)) {
-		return false
-	}
-	var probe struct {
-		Error json.RawMessage `json:"error"`
-	}
-	return json.Unmarshal(data, &probe) == nil && len(probe.Error) > 0 && string(probe.Error) != "null"
 }
