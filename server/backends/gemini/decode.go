@@ -1,7 +1,7 @@
 package gemini
 
 import (
-	"encoding/json"
+	"bytes"
 	"strconv"
 
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
@@ -49,22 +49,26 @@ func FinishReason(reason string, hasCall bool) string {
 // promptFeedback.blockReason and no candidates is one choice with null
 // content and finish_reason content_filter.
 //
+// The body is read by the stream's scanner (a generateContent answer and a
+// stream event have the same shape).
+//
 // Errors: a *faults.Error with reason upstream_error (502) when the body
-// is not a generateContent answer.
+// is not a generateContent answer (no candidate and no blockReason, an
+// error envelope, invalid JSON, a candidate index over 127).
 func Decode(body []byte, call Call) (*flexwayv1.ChatCompletion, error) {
-	var r gResponse
-	if err := json.Unmarshal(body, &r); err != nil {
+	var e eventScan
+	if err := e.scan(bytes.TrimSpace(body)); err != nil || e.hasError {
 		return nil, faults.Wrap(faults.UpstreamError, err, "the Gemini upstream sent an unreadable answer")
 	}
-	out := &flexwayv1.ChatCompletion{Id: r.ResponseID, Object: "chat.completion", Created: call.Created, Model: call.Model}
-	if r.ModelVersion != "" {
-		out.Model = r.ModelVersion
+	out := &flexwayv1.ChatCompletion{Id: string(e.responseID), Object: "chat.completion", Created: call.Created, Model: call.Model}
+	if len(e.model) > 0 {
+		out.Model = string(e.model)
 	}
 	if out.Id == "" {
 		out.Id = "chatcmpl-" + ToolCallID("")[len("call_"):]
 	}
-	if len(r.Candidates) == 0 {
-		if r.PromptFeedback == nil || r.PromptFeedback.BlockReason == "" {
+	if e.ncands == 0 {
+		if len(e.blockReason) == 0 {
 			return nil, faults.New(faults.UpstreamError, "the Gemini upstream answered no candidate")
 		}
 		fr := "content_filter"
@@ -73,40 +77,35 @@ func Decode(body []byte, call Call) (*flexwayv1.ChatCompletion, error) {
 			FinishReason: &fr,
 		}}
 	}
-	for _, c := range r.Candidates {
-		msg := &flexwayv1.ChatMessage{Role: "assistant"}
-		var text, thought []byte
-		var calls []byte
-		for _, p := range c.Content.Parts {
-			switch {
-			case p.FunctionCall != nil:
-				if calls == nil {
-					calls = append(calls, '[')
-				} else {
-					calls = append(calls, ',')
-				}
-				calls = appendToolCall(calls, -1, p.FunctionCall.Name, p.FunctionCall.Args, p.ThoughtSignature)
-			case p.Thought:
-				thought = append(thought, p.Text...)
-			default:
-				text = append(text, p.Text...)
-			}
+	for _, c := range e.cands[:e.ncands] {
+		if c.index < 0 || c.index >= maxStreamCandidates {
+			return nil, faults.New(faults.UpstreamError, "the Gemini upstream sent a candidate index out of range")
 		}
-		if len(text) > 0 || calls == nil {
-			msg.Content = &flexwayv1.ChatMessage_Text{Text: string(text)}
+		msg := &flexwayv1.ChatMessage{Role: "assistant"}
+		if len(c.text) > 0 || len(c.calls) == 0 {
+			msg.Content = &flexwayv1.ChatMessage_Text{Text: string(c.text)}
 		} else {
 			msg.Content = &flexwayv1.ChatMessage_Null{Null: structpb.NullValue_NULL_VALUE}
 		}
-		if len(thought) > 0 {
-			setExtra(&msg.ExtraFields, "reasoning_content", string(jsonstring.Append(nil, string(thought))))
+		if len(c.thought) > 0 {
+			setExtra(&msg.ExtraFields, "reasoning_content", string(jsonstring.Append(nil, string(c.thought))))
 		}
-		if calls != nil {
+		if len(c.calls) > 0 {
+			calls := []byte{'['}
+			for j, call := range c.calls {
+				if j > 0 {
+					calls = append(calls, ',')
+				}
+				calls = appendToolCall(calls, -1, call.name, call.args, call.sig)
+			}
 			setExtra(&msg.ExtraFields, "tool_calls", string(append(calls, ']')))
 		}
-		fr := FinishReason(c.FinishReason, calls != nil)
-		out.Choices = append(out.Choices, &flexwayv1.ChatCompletionChoice{Index: c.Index, Message: msg, FinishReason: &fr})
+		fr := FinishReason(string(c.finish), len(c.calls) > 0)
+		out.Choices = append(out.Choices, &flexwayv1.ChatCompletionChoice{Index: int32(c.index), Message: msg, FinishReason: &fr})
 	}
-	out.Usage = usage(r.UsageMetadata)
+	if e.hasUsage {
+		out.Usage = usage(&e.usage)
+	}
 	return out, nil
 }
 

@@ -82,24 +82,6 @@ type gRequest struct {
 	GenerationConfig  *gGenerationConfig `json:"generationConfig,omitempty"`
 }
 
-type gResponse struct {
-	Candidates     []gCandidate    `json:"candidates"`
-	PromptFeedback *gFeedback      `json:"promptFeedback"`
-	UsageMetadata  *gUsageMetadata `json:"usageMetadata"`
-	ModelVersion   string          `json:"modelVersion"`
-	ResponseID     string          `json:"responseId"`
-}
-
-type gCandidate struct {
-	Content      gContent `json:"content"`
-	FinishReason string   `json:"finishReason"`
-	Index        int32    `json:"index"`
-}
-
-type gFeedback struct {
-	BlockReason string `json:"blockReason"`
-}
-
 type gUsageMetadata struct {
 	PromptTokenCount        int64 `json:"promptTokenCount"`
 	CandidatesTokenCount    int64 `json:"candidatesTokenCount"`
