@@ -15,14 +15,28 @@ func BenchmarkEncodeDecode(b *testing.B) {
 		b.Fatal(err)
 	}
 	answer := readFixture(&testing.T{}, "decode", "text.gemini.json")
-	b.ReportAllocs()
-	for b.Loop() {
+	encode := func(b *testing.B) {
 		if _, _, err := Encode(req, Options{}); err != nil {
 			b.Fatal(err)
 		}
+	}
+	decode := func(b *testing.B) {
 		if _, err := Decode(answer, testCall); err != nil {
 			b.Fatal(err)
 		}
+	}
+	for _, c := range []struct {
+		name string
+		run  []func(*testing.B)
+	}{{"both", []func(*testing.B){encode, decode}}, {"encode", []func(*testing.B){encode}}, {"decode", []func(*testing.B){decode}}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				for _, f := range c.run {
+					f(b)
+				}
+			}
+		})
 	}
 }
 
