@@ -1,0 +1,206 @@
+package a2a
+
+import (
+	"encoding/json"
+	"io"
+
+	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
+	"github.com/flexway/flexway/server/faults"
+)
+
+// StreamDecoder turns the events of one `message/stream` call into chat
+// completion chunks. It is a small state machine fed one SSE event at a
+// time; it is not safe for concurrent use. Each event's data is one
+// JSON-RPC response whose result is a Message, a Task, a
+// TaskStatusUpdateEvent or a TaskArtifactUpdateEvent
+// (https://a2a-protocol.org/v0.3.0/specification/#72-messagestream):
+//   - a Message: its text is the whole answer: one chunk with the content
+//     and finish_reason "stop", and the stream is done;
+//   - a Task: its id becomes the chunks' id; a task already completed or
+//     asking for input is answered as [Decode] would, one chunk; a task
+//     `submitted` or `working` gives no chunk;
+//   - an artifact-update: its text parts, as a content delta (a new
+//     artifact after content is separated by "\n"; `append` chunks are
+//     continuations);
+//   - a status-update: `working`/`submitted` give no chunk (progress
+//     messages are not the answer); `completed` (its status message's text
+//     when no content came before), `input-required` and `auth-required`
+//     (the agent's question) give the last chunk with finish_reason "stop";
+//     `failed`, `rejected`, `canceled` and unknown states are errors as in
+//     [Decode]; a `final` event ends the stream.
+//
+// Every chunk has choices[0].index 0, object "chat.completion.chunk", id
+// "a2a-" + the task (or message) id, and the decoder's model and created;
+// the first one carries role "assistant". No chunk carries usage: an agent
+// reports none, the caller estimates it.
+type StreamDecoder struct {
+	o            DecodeOptions
+	id           string
+	lastArtifact string
+	roleSent     bool
+	content      bool
+	done         bool
+	buf          []byte
+	resp         rpcResponse
+	res          result
+}
+
+// NewStreamDecoder returns the decoder of one call's stream.
+func NewStreamDecoder(o DecodeOptions) *StreamDecoder {
+	return &StreamDecoder{o: o}
+}
+
+// Done reports whether the stream's final event was decoded: the stream
+// is complete, and later events are ignored.
+func (d *StreamDecoder) Done() bool { return d.done }
+
+// ContentSent reports whether a chunk with content was returned: an error
+// after it cuts the client's stream, one before it is a failure the
+// fallback rules may act on.
+func (d *StreamDecoder) ContentSent() bool { return d.content }
+
+// Feed decodes one SSE event (its name, empty when none, and its data) and
+// returns the chunk it yields, or nil for an event that yields none. It
+// returns io.EOF once the stream is done (the event that ends it returns
+// its chunk first). Errors are *faults.Error: a JSON-RPC error object, or
+// an event named "error", maps by [RPCError]; a failed, rejected or
+// canceled task as in [Decode]; unreadable data is [faults.UpstreamError].
+// After an error the decoder must not be fed again.
+func (d *StreamDecoder) Feed(event, data []byte) (*flexwayv1.ChatCompletionChunk, error) {
+	if d.done {
+		return nil, io.EOF
+	}
+	d.resp = rpcResponse{}
+	if err := json.Unmarshal(data, &d.resp); err != nil {
+		return nil, faults.Wrap(faults.UpstreamError, err, "upstream "+d.o.Backend+" sent an unreadable stream event")
+	}
+	if d.resp.Error != nil {
+		return nil, RPCError(d.o.Backend, d.resp.Error)
+	}
+	if string(event) == "error" {
+		return nil, faults.New(faults.UpstreamError, "upstream %s reported an error in its stream", d.o.Backend)
+	}
+	d.res = result{}
+	if len(d.resp.Result) == 0 || json.Unmarshal(d.resp.Result, &d.res) != nil {
+		return nil, faults.New(faults.UpstreamError, "upstream %s sent a stream event with neither a result nor an error", d.o.Backend)
+	}
+	r := &d.res
+	switch r.Kind {
+	case "artifact-update":
+		d.setID(r.TaskID)
+		if r.Artifact == nil {
+			return nil, nil
+		}
+		d.buf = d.buf[:0]
+		if d.content && !r.Append && r.Artifact.ArtifactID != d.lastArtifact {
+			d.buf = append(d.buf, '\n')
+		}
+		d.lastArtifact = r.Artifact.ArtifactID
+		n := len(d.buf)
+		d.buf = joinPartsBytes(d.buf, r.Artifact.Parts)
+		if len(d.buf) == n {
+			return nil, nil
+		}
+		return d.chunk(string(d.buf), false), nil
+	case "status-update":
+		d.setID(r.TaskID)
+		return d.status(r.Status, r.Final)
+	case "task":
+		d.setID(r.ID)
+		if r.Status == nil {
+			return nil, faults.New(faults.UpstreamError, "upstream %s answered a task without a status", d.o.Backend)
+		}
+		switch normState(r.Status.State) {
+		case stateSubmitted, stateWorking:
+			return nil, nil
+		}
+		text, _, err := answerText(r, d.o.Backend)
+		if err != nil {
+			return nil, err
+		}
+		return d.last(text), nil
+	case "message", "":
+		if r.Kind == "" && r.Parts == nil {
+			break
+		}
+		d.setID(r.MessageID)
+		return d.last(joinParts(r.Parts)), nil
+	}
+	return nil, faults.New(faults.UpstreamError, "upstream %s sent a stream result of kind %q", d.o.Backend, cut(r.Kind, 32))
+}
+
+// status decodes a status-update.
+func (d *StreamDecoder) status(st *status, final bool) (*flexwayv1.ChatCompletionChunk, error) {
+	if st == nil {
+		return nil, faults.New(faults.UpstreamError, "upstream %s sent a status update without a status", d.o.Backend)
+	}
+	switch s := normState(st.State); s {
+	case stateSubmitted, stateWorking:
+		if final {
+			return d.last(""), nil
+		}
+		return nil, nil
+	case stateCompleted:
+		text := ""
+		if !d.content {
+			text = joinParts(partsOf(st.Message))
+		}
+		return d.last(text), nil
+	case stateInputRequired, stateAuthRequired:
+		text := joinParts(partsOf(st.Message))
+		if d.content && text != "" {
+			text = "\n" + text
+		}
+		return d.last(text), nil
+	default:
+		return nil, taskError(d.o.Backend, s, st.Message)
+	}
+}
+
+// setID keeps the first id the stream names.
+func (d *StreamDecoder) setID(id string) {
+	if d.id == "" && id != "" {
+		d.id = "a2a-" + id
+	}
+}
+
+// last is the stream's last chunk: text (maybe empty) and finish "stop".
+func (d *StreamDecoder) last(text string) *flexwayv1.ChatCompletionChunk {
+	d.done = true
+	return d.chunk(text, true)
+}
+
+// stopReason is the finish_reason of every A2A answer.
+var stopReason = "stop"
+
+// chunk builds a chunk of content text, with the finish reason when last.
+func (d *StreamDecoder) chunk(text string, last bool) *flexwayv1.ChatCompletionChunk {
+	delta := &flexwayv1.ChatMessage{}
+	if !d.roleSent {
+		delta.Role = "assistant"
+		d.roleSent = true
+	}
+	if text != "" {
+		delta.Content = &flexwayv1.ChatMessage_Text{Text: text}
+		d.content = true
+	}
+	choice := &flexwayv1.ChatCompletionChunkChoice{Delta: delta}
+	if last {
+		fr := stopReason
+		choice.FinishReason = &fr
+	}
+	return &flexwayv1.ChatCompletionChunk{
+		Id: d.id, Object: "chat.completion.chunk", Created: d.o.Created, Model: d.o.Model,
+		Choices: []*flexwayv1.ChatCompletionChunkChoice{choice},
+	}
+}
+
+// End is called when the body ended (the reader's io.EOF): nil when the
+// stream is done, else the [faults.UpstreamError] of a stream cut before
+// its final event.
+func (d *StreamDecoder) End() error {
+	if d.done {
+		return nil
+	}
+	return faults.Wrap(faults.UpstreamError, io.ErrUnexpectedEOF, "upstream "+d.o.Backend+" stream ended before its final event")
+}
