@@ -91,15 +91,17 @@ func (d *StreamDecoder) Feed(event, data []byte) (*flexwayv1.ChatCompletionChunk
 		if r.Artifact == nil {
 			return nil, nil
 		}
-		d.buf = d.buf[:0]
-		if d.content && !r.Append && r.Artifact.ArtifactID != d.lastArtifact {
-			d.buf = append(d.buf, '\n')
-		}
+		newArtifact := r.Artifact.ArtifactID != d.lastArtifact
 		d.lastArtifact = r.Artifact.ArtifactID
-		n := len(d.buf)
-		d.buf = joinPartsBytes(d.buf, r.Artifact.Parts)
-		if len(d.buf) == n {
+		d.buf = joinPartsBytes(d.buf[:0], r.Artifact.Parts)
+		if len(d.buf) == 0 {
 			return nil, nil
+		}
+		if d.content && !r.Append && newArtifact {
+			// A new artifact after content starts on its own line.
+			d.buf = append(d.buf, 0)
+			copy(d.buf[1:], d.buf)
+			d.buf[0] = '\n'
 		}
 		return d.chunk(string(d.buf), false), nil
 	case "status-update":
