@@ -1,0 +1,38 @@
+package a2a
+
+import (
+	"testing"
+)
+
+// BenchmarkUnaryCall is the translation of a typical non-streamed call:
+// encode a short conversation, decode a completed Task with an artifact.
+func BenchmarkUnaryCall(b *testing.B) {
+	req := mustParse(b, `{"model":"agentx","messages":[{"role":"system","content":"You are terse."},{"role":"user","content":"What is the weather in Paris?"}]}`)
+	answer := fixture(b, "send_task_completed.json")
+	opts := Options{RequestID: "call-1"}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := Encode(req, "agentx", opts); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := Decode(answer, decodeOpts); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkStreamChunk is the decoding of one artifact-update event (an
+// `append` text chunk of a running artifact), the stream's steady state.
+func BenchmarkStreamChunk(b *testing.B) {
+	event := []byte(`{"jsonrpc":"2.0","id":"call-1","result":{"taskId":"225d6247-06ba-4cda-a08b-33ae35c8dcfa","contextId":"05217e44-7e9f-473e-ab4f-2c2dde50a2b1","kind":"artifact-update","artifact":{"artifactId":"9b6934dd-37e3-4eb1-8766-962efaab63a1","parts":[{"kind":"text","text":" the next few words"}]},"append":true,"lastChunk":false}}`)
+	d := NewStreamDecoder(decodeOpts)
+	if _, err := d.Feed(nil, event); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if c, err := d.Feed(nil, event); err != nil || c == nil {
+			b.Fatal(err)
+		}
+	}
+}
