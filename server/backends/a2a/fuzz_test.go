@@ -4,12 +4,13 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 )
 
 // FuzzA2AStream feeds arbitrary bytes through the SSE reader and the stream
-// decoder: neither may panic, and a decoder that reports done must have
-// returned its last chunk without error.
+// decoder: neither may panic, a stream without error must be done, and the
+// reflection-free fast path must decode exactly as encoding/json does.
 func FuzzA2AStream(f *testing.F) {
 	files, _ := filepath.Glob(filepath.Join("testdata", "*.sse"))
 	for _, name := range files {
@@ -21,10 +22,15 @@ func FuzzA2AStream(f *testing.F) {
 	}
 	f.Add([]byte("data: {\"result\":{\"kind\":\"task\",\"status\":{\"state\":\"TASK_STATE_COMPLETED\"},\"artifacts\":[{\"parts\":[{\"text\":\"x\"}]}]}}\n\n"))
 	f.Add([]byte("data: {\"error\":null,\"result\":null}\n\n"))
+	f.Add([]byte(`data: {"result":{"kind":"artifact-update","taskId":"t","artifact":{"artifactId":"a","parts":[{"kind":"text","text":"a\n\u00e9\ud83d\ude00\"\\/"},{"text":"x","kind":"text"},{"kind":"file","file":{}}]},"append":true}}` + "\n\n"))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		r := replay(bytes.NewReader(body))
 		if r.err == nil && r.end != "done" {
 			t.Fatalf("no error but end %q", r.end)
+		}
+		slow := replayWith(bytes.NewReader(body), true)
+		if !slices.Equal(r.chunks, slow.chunks) || r.end != slow.end {
+			t.Fatalf("fast path %q end %q, encoding/json %q end %q", r.chunks, r.end, slow.chunks, slow.end)
 		}
 		_, _ = Decode(body, decodeOpts)
 	})

@@ -1,8 +1,10 @@
 package a2a
 
 import (
+	"bytes"
 	"encoding/json"
 	"io"
+	"unicode/utf8"
 
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
 	"github.com/flexway/flexway/server/faults"
@@ -43,6 +45,7 @@ type StreamDecoder struct {
 	buf          []byte
 	resp         rpcResponse
 	res          result
+	slowOnly     bool // tests: decode every event with encoding/json
 }
 
 // NewStreamDecoder returns the decoder of one call's stream.
@@ -69,6 +72,11 @@ func (d *StreamDecoder) ContentSent() bool { return d.content }
 func (d *StreamDecoder) Feed(event, data []byte) (*flexwayv1.ChatCompletionChunk, error) {
 	if d.done {
 		return nil, io.EOF
+	}
+	if len(event) == 0 && !d.slowOnly {
+		if c, ok := d.fastArtifact(data); ok {
+			return c, nil
+		}
 	}
 	d.resp = rpcResponse{}
 	if err := json.Unmarshal(data, &d.resp); err != nil {
@@ -175,26 +183,231 @@ func (d *StreamDecoder) last(text string) *flexwayv1.ChatCompletionChunk {
 // stopReason is the finish_reason of every A2A answer.
 var stopReason = "stop"
 
+// chunkBlock holds a chunk and the messages it points to, allocated at
+// once: a chunk costs two allocations, this block and its text.
+type chunkBlock struct {
+	c       flexwayv1.ChatCompletionChunk
+	choice  flexwayv1.ChatCompletionChunkChoice
+	delta   flexwayv1.ChatMessage
+	text    flexwayv1.ChatMessage_Text
+	choices [1]*flexwayv1.ChatCompletionChunkChoice
+	finish  string
+}
+
 // chunk builds a chunk of content text, with the finish reason when last.
+// The chunk is the caller's: the decoder keeps no reference to it.
 func (d *StreamDecoder) chunk(text string, last bool) *flexwayv1.ChatCompletionChunk {
-	delta := &flexwayv1.ChatMessage{}
+	b := &chunkBlock{}
 	if !d.roleSent {
-		delta.Role = "assistant"
+		b.delta.Role = "assistant"
 		d.roleSent = true
 	}
 	if text != "" {
-		delta.Content = &flexwayv1.ChatMessage_Text{Text: text}
+		b.text.Text = text
+		b.delta.Content = &b.text
 		d.content = true
 	}
-	choice := &flexwayv1.ChatCompletionChunkChoice{Delta: delta}
+	b.choice.Delta = &b.delta
 	if last {
-		fr := stopReason
-		choice.FinishReason = &fr
+		b.finish = stopReason
+		b.choice.FinishReason = &b.finish
 	}
-	return &flexwayv1.ChatCompletionChunk{
-		Id: d.id, Object: "chat.completion.chunk", Created: d.o.Created, Model: d.o.Model,
-		Choices: []*flexwayv1.ChatCompletionChunkChoice{choice},
+	b.choices[0] = &b.choice
+	b.c.Id, b.c.Object, b.c.Created, b.c.Model = d.id, "chat.completion.chunk", d.o.Created, d.o.Model
+	b.c.Choices = b.choices[:]
+	return &b.c
+}
+
+// The JSON member names encoding/json would match (case-insensitively)
+// to a field of rpcResponse, result, artifact and answerPart: a member the
+// fast path does not read exactly by its name, but which matches one of
+// these, is left to encoding/json.
+var (
+	responseFields = []string{"jsonrpc", "result", "error"}
+	resultFields   = []string{"kind", "messageId", "role", "parts", "id", "status", "artifacts", "history", "taskId", "final", "artifact", "append", "lastChunk"}
+	artifactFields = []string{"artifactId", "parts"}
+	partFields     = []string{"kind", "text", "data"}
+)
+
+// other handles a member the fast path does not read: skipped when
+// encoding/json ignores it too, else the input is left to encoding/json.
+func (s *scanner) other(key []byte, fields []string) {
+	for _, f := range fields {
+		if bytes.EqualFold(key, []byte(f)) {
+			s.bad = true
+			return
+		}
 	}
+	s.skip()
+}
+
+// once marks the scanner bad when a member comes twice (encoding/json
+// would merge or replace; the fast path does not try).
+func (s *scanner) once(seen *bool) {
+	if *seen {
+		s.bad = true
+	}
+	*seen = true
+}
+
+// fastArtifact decodes, without reflection, the stream's steady state: an
+// unnamed event holding a JSON-RPC result of kind artifact-update whose
+// parts are text (or file) parts. ok is false for anything else, which
+// [StreamDecoder.Feed] decodes with encoding/json, to the same result (the
+// fuzz target checks it).
+func (d *StreamDecoder) fastArtifact(data []byte) (c *flexwayv1.ChatCompletionChunk, ok bool) {
+	s := scanner{b: data}
+	var res []byte
+	var seenRes, seenErr, seenRPC bool
+	s.object(func(key []byte) {
+		switch string(key) {
+		case "result":
+			s.once(&seenRes)
+			start := s.pos
+			s.skip()
+			res = data[start:s.pos]
+		case "error":
+			s.once(&seenErr)
+			if !s.isNull() {
+				s.bad = true
+			}
+		case "jsonrpc":
+			s.once(&seenRPC)
+			if _, esc := s.str(); esc {
+				s.bad = true
+			}
+		default:
+			s.other(key, responseFields)
+		}
+	})
+	if s.ws(); s.bad || s.pos != len(data) || res == nil {
+		return nil, false
+	}
+	r := scanner{b: res}
+	var kind, taskID, art []byte
+	var appendFlag, seenKind, seenTask, seenAppend, seenLast, seenArt bool
+	r.object(func(key []byte) {
+		switch string(key) {
+		case "kind":
+			r.once(&seenKind)
+			kind = strNoEscape(&r)
+		case "taskId":
+			r.once(&seenTask)
+			taskID = strNoEscape(&r)
+		case "append":
+			r.once(&seenAppend)
+			appendFlag = r.boolean()
+		case "lastChunk":
+			r.once(&seenLast)
+			r.boolean()
+		case "artifact":
+			r.once(&seenArt)
+			start := r.pos
+			r.skip()
+			art = res[start:r.pos]
+		default:
+			r.other(key, resultFields)
+		}
+	})
+	if r.bad || string(kind) != "artifact-update" || len(art) == 0 || art[len(art)-1] != '}' {
+		return nil, false
+	}
+	a := scanner{b: art}
+	var artifactID []byte
+	var seenID, seenParts bool
+	d.buf = d.buf[:0]
+	a.object(func(key []byte) {
+		switch string(key) {
+		case "artifactId":
+			a.once(&seenID)
+			artifactID = strNoEscape(&a)
+		case "parts":
+			a.once(&seenParts)
+			if !a.bad {
+				d.fastParts(&a)
+			}
+		default:
+			a.other(key, artifactFields)
+		}
+	})
+	if a.bad {
+		return nil, false
+	}
+	if d.id == "" && len(taskID) > 0 {
+		d.id = "a2a-" + string(taskID)
+	}
+	newArtifact := string(artifactID) != d.lastArtifact
+	if newArtifact {
+		d.lastArtifact = string(artifactID)
+	}
+	if len(d.buf) == 0 {
+		return nil, true
+	}
+	if d.content && !appendFlag && newArtifact {
+		d.buf = append(d.buf, 0)
+		copy(d.buf[1:], d.buf)
+		d.buf[0] = '\n'
+	}
+	return d.chunk(string(d.buf), false), true
+}
+
+// fastParts reads an artifact's parts array, appending the text of its
+// text parts to d.buf as [joinPartsBytes] does; a part that is neither
+// text nor file marks a bad.
+func (d *StreamDecoder) fastParts(a *scanner) {
+	a.array(func() {
+		var pkind, text []byte
+		var esc, hasText, seenKind, seenData bool
+		a.object(func(key []byte) {
+			switch string(key) {
+			case "kind":
+				a.once(&seenKind)
+				pkind = strNoEscape(a)
+			case "text":
+				a.once(&hasText)
+				text, esc = a.str()
+			case "data":
+				a.once(&seenData)
+				a.skip()
+			default:
+				a.other(key, partFields)
+			}
+		})
+		switch {
+		case a.bad, string(pkind) == "file":
+		case string(pkind) == "text" && hasText:
+			if len(text) == 0 {
+				return
+			}
+			if len(d.buf) > 0 {
+				d.buf = append(d.buf, '\n')
+			}
+			if !esc {
+				if !utf8.Valid(text) {
+					a.bad = true
+					return
+				}
+				d.buf = append(d.buf, text...)
+				return
+			}
+			var ok bool
+			if d.buf, ok = appendUnescaped(d.buf, text); !ok {
+				a.bad = true
+			}
+		default:
+			a.bad = true
+		}
+	})
+}
+
+// strNoEscape reads a string that must hold no escape and be valid UTF-8
+// (an id or a kind), else marks the scanner bad.
+func strNoEscape(s *scanner) []byte {
+	raw, esc := s.str()
+	if esc || !utf8.Valid(raw) {
+		s.bad = true
+	}
+	return raw
 }
 
 // End is called when the body ended (the reader's io.EOF): nil when the

@@ -43,9 +43,14 @@ type replayed struct {
 // replay reads body through a real SSE reader into a fresh decoder, as the
 // shared upstream path will: until the decoder is done, the body ends or
 // an error.
-func replay(r io.Reader) replayed {
+func replay(r io.Reader) replayed { return replayWith(r, false) }
+
+// replayWith is replay, with every event decoded by encoding/json when
+// slowOnly (no fast path).
+func replayWith(r io.Reader, slowOnly bool) replayed {
 	sse := NewSSEReader(r)
 	d := NewStreamDecoder(decodeOpts)
+	d.slowOnly = slowOnly
 	var out replayed
 	var err error
 	for !d.Done() {
@@ -131,6 +136,10 @@ func TestStream(t *testing.T) {
 			one := replay(iotest.OneByteReader(bytes.NewReader(body)))
 			if !slices.Equal(one.chunks, got.chunks) || one.end != got.end {
 				t.Fatalf("one byte per read: got %q end %q", one.chunks, one.end)
+			}
+			slow := replayWith(bytes.NewReader(body), true)
+			if !slices.Equal(slow.chunks, got.chunks) || slow.end != got.end {
+				t.Fatalf("without the fast path: got %q end %q", slow.chunks, slow.end)
 			}
 		})
 	}
