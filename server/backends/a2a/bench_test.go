@@ -36,3 +36,25 @@ func BenchmarkStreamChunk(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkEncode is the request half of BenchmarkUnaryCall.
+func BenchmarkEncode(b *testing.B) {
+	req := mustParse(b, `{"model":"agentx","messages":[{"role":"system","content":"You are terse."},{"role":"user","content":"What is the weather in Paris?"}]}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := Encode(req, "agentx", Options{RequestID: "call-1"}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkDecode is the answer half of BenchmarkUnaryCall.
+func BenchmarkDecode(b *testing.B) {
+	answer := fixture(b, "send_task_completed.json")
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Decode(answer, decodeOpts); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -22,6 +22,12 @@ type rpcResponse struct {
 	Error   *rpcError       `json:"error"`
 }
 
+// unaryResponse is [rpcResponse] with its result decoded in the same pass.
+type unaryResponse struct {
+	Result *result   `json:"result"`
+	Error  *rpcError `json:"error"`
+}
+
 // rpcError is a JSON-RPC 2.0 error object (A2A JSONRPCError).
 type rpcError struct {
 	Code    int             `json:"code"`
@@ -42,7 +48,9 @@ type result struct {
 	ID        string     `json:"id"`
 	Status    *status    `json:"status"`
 	Artifacts []artifact `json:"artifacts"`
-	History   []answer   `json:"history"`
+	// History is only read when a completed task has no other answer: it
+	// echoes the whole conversation.
+	History json.RawMessage `json:"history"`
 	// Events.
 	TaskID    string    `json:"taskId"`
 	Final     bool      `json:"final"`
@@ -127,18 +135,17 @@ var ErrNoUsage = errors.New("a2a: the agent reports no token usage")
 // no breaker count); a body that is not a JSON-RPC response holding a
 // Message or a Task is [faults.UpstreamError].
 func Decode(body []byte, o DecodeOptions) (*flexwayv1.ChatCompletion, error) {
-	var resp rpcResponse
+	var resp unaryResponse
 	if err := json.Unmarshal(body, &resp); err != nil {
 		return nil, faults.Wrap(faults.UpstreamError, err, "upstream "+o.Backend+" sent an unreadable answer")
 	}
 	if resp.Error != nil {
 		return nil, RPCError(o.Backend, resp.Error)
 	}
-	var r result
-	if len(resp.Result) == 0 || json.Unmarshal(resp.Result, &r) != nil {
+	if resp.Result == nil {
 		return nil, faults.New(faults.UpstreamError, "upstream %s answered neither a result nor an error", o.Backend)
 	}
-	text, id, err := answerText(&r, o.Backend)
+	text, id, err := answerText(resp.Result, o.Backend)
 	if err != nil {
 		return nil, err
 	}
@@ -170,12 +177,13 @@ func answerText(r *result, backend string) (string, string, error) {
 			if len(b) == 0 && r.Status.Message != nil {
 				b = joinPartsBytes(b, r.Status.Message.Parts)
 			}
-			if len(b) == 0 {
-				for i := len(r.History) - 1; i >= 0; i-- {
-					if r.History[i].Role == "agent" || r.History[i].Role == "ROLE_AGENT" {
-						b = joinPartsBytes(b, r.History[i].Parts)
-						break
-					}
+			var history []answer
+			if len(b) == 0 && len(r.History) > 0 && json.Unmarshal(r.History, &history) != nil {
+				return "", "", faults.New(faults.UpstreamError, "upstream %s answered a task with an unreadable history", backend)
+			}
+			for i := len(history) - 1; i >= 0 && len(b) == 0; i-- {
+				if history[i].Role == "agent" || history[i].Role == "ROLE_AGENT" {
+					b = joinPartsBytes(b, history[i].Parts)
 				}
 			}
 			return string(b), r.ID, nil
