@@ -2,6 +2,8 @@ package a2a
 
 import (
 	"testing"
+
+	"github.com/flexway/flexway/server/openaiwire"
 )
 
 // BenchmarkUnaryCall is the translation of a typical non-streamed call:
@@ -54,6 +56,34 @@ func BenchmarkDecode(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := Decode(answer, decodeOpts); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkOpenAIBaseline is what the openai kind spends on the same call
+// (its request appended, a completion of the same text parsed), to read the
+// figures above as "over the openai kind".
+func BenchmarkOpenAIBaseline(b *testing.B) {
+	req := mustParse(b, `{"model":"agentx","messages":[{"role":"system","content":"You are terse."},{"role":"user","content":"What is the weather in Paris?"}]}`)
+	answer := []byte(`{"id":"chatcmpl-1","object":"chat.completion","created":1700000000,"model":"agentx","choices":[{"index":0,"message":{"role":"assistant","content":"Why did the chicken cross the road?\nTo get to the other side!\n{\"temperature\":22}","refusal":null},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":20,"completion_tokens":18,"total_tokens":38},"system_fingerprint":"fp_1"}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := openaiwire.AppendChatCompletionRequest(nil, req, openaiwire.Upstream{Model: "agentx"}); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := openaiwire.ParseChatCompletion(answer); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkOpenAIChunkBaseline is the openai kind's parse of one chunk.
+func BenchmarkOpenAIChunkBaseline(b *testing.B) {
+	chunk := []byte(`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1700000000,"model":"agentx","choices":[{"index":0,"delta":{"content":" the next few words"},"logprobs":null,"finish_reason":null}]}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := openaiwire.ParseChatCompletionChunk(chunk); err != nil {
 			b.Fatal(err)
 		}
 	}

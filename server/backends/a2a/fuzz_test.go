@@ -23,6 +23,7 @@ func FuzzA2AStream(f *testing.F) {
 	f.Add([]byte("data: {\"result\":{\"kind\":\"task\",\"status\":{\"state\":\"TASK_STATE_COMPLETED\"},\"artifacts\":[{\"parts\":[{\"text\":\"x\"}]}]}}\n\n"))
 	f.Add([]byte("data: {\"error\":null,\"result\":null}\n\n"))
 	f.Add([]byte(`data: {"result":{"kind":"artifact-update","taskId":"t","artifact":{"artifactId":"a","parts":[{"kind":"text","text":"a\n\u00e9\ud83d\ude00\"\\/"},{"text":"x","kind":"text"},{"kind":"file","file":{}}]},"append":true}}` + "\n\n"))
+	f.Add([]byte(`data: {"result":{"kind":"artifact-update","metadata":{"a" 1},"artifact":{"artifactId":"a","parts":[{"kind":"text","text":"\x"}]}}}` + "\n\n"))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		r := replay(bytes.NewReader(body))
 		if r.err == nil && r.end != "done" {

@@ -64,7 +64,23 @@ func (s *scanner) str() (raw []byte, escaped bool) {
 			return raw, escaped
 		case c == '\\':
 			escaped = true
-			s.pos += 2
+			if s.pos+1 >= len(s.b) {
+				s.bad = true
+				return nil, false
+			}
+			switch s.b[s.pos+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				s.pos += 2
+			case 'u':
+				if _, ok := hex4(s.b[s.pos+2:]); !ok {
+					s.bad = true
+					return nil, false
+				}
+				s.pos += 6
+			default:
+				s.bad = true
+				return nil, false
+			}
 		case c < 0x20:
 			s.bad = true
 			return nil, false
@@ -76,44 +92,36 @@ func (s *scanner) str() (raw []byte, escaped bool) {
 	return nil, false
 }
 
-// skip skips one value of any type.
-func (s *scanner) skip() {
+// maxSkipDepth bounds the nesting the fast path skips; deeper input is
+// left to encoding/json.
+const maxSkipDepth = 256
+
+// skip skips one value of any type, checking its syntax as encoding/json
+// would.
+func (s *scanner) skip() { s.skipDepth(0) }
+
+// skipDepth skips a value nested depth levels deep.
+func (s *scanner) skipDepth(depth int) {
+	if depth > maxSkipDepth {
+		s.bad = true
+		return
+	}
 	switch s.peek() {
 	case '"':
 		s.str()
-		return
-	case '{', '[':
+	case '{':
+		s.object(func([]byte) { s.skipDepth(depth + 1) })
+	case '[':
+		s.array(func() { s.skipDepth(depth + 1) })
 	case 't':
 		s.lit("true")
-		return
 	case 'f':
 		s.lit("false")
-		return
 	case 'n':
 		s.lit("null")
-		return
 	default:
 		s.number()
-		return
 	}
-	depth := 0
-	for s.pos < len(s.b) && !s.bad {
-		switch s.b[s.pos] {
-		case '"':
-			s.str()
-			continue
-		case '{', '[':
-			depth++
-		case '}', ']':
-			depth--
-			if depth == 0 {
-				s.pos++
-				return
-			}
-		}
-		s.pos++
-	}
-	s.bad = true
 }
 
 // lit consumes the literal l.

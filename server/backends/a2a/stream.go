@@ -324,7 +324,7 @@ func (d *StreamDecoder) fastArtifact(data []byte) (c *flexwayv1.ChatCompletionCh
 		case "parts":
 			a.once(&seenParts)
 			if !a.bad {
-				d.fastParts(&a)
+				d.buf = fastParts(&a, d.buf)
 			}
 		default:
 			a.other(key, artifactFields)
@@ -351,10 +351,10 @@ func (d *StreamDecoder) fastArtifact(data []byte) (c *flexwayv1.ChatCompletionCh
 	return d.chunk(string(d.buf), false), true
 }
 
-// fastParts reads an artifact's parts array, appending the text of its
-// text parts to d.buf as [joinPartsBytes] does; a part that is neither
-// text nor file marks a bad.
-func (d *StreamDecoder) fastParts(a *scanner) {
+// fastParts reads a parts array, appending the text of its text parts to
+// dst as [joinPartsBytes] does; a part that is neither text nor file marks
+// the scanner bad.
+func fastParts(a *scanner, dst []byte) []byte {
 	a.array(func() {
 		var pkind, text []byte
 		var esc, hasText, seenKind, seenData bool
@@ -379,25 +379,26 @@ func (d *StreamDecoder) fastParts(a *scanner) {
 			if len(text) == 0 {
 				return
 			}
-			if len(d.buf) > 0 {
-				d.buf = append(d.buf, '\n')
+			if len(dst) > 0 {
+				dst = append(dst, '\n')
 			}
 			if !esc {
 				if !utf8.Valid(text) {
 					a.bad = true
 					return
 				}
-				d.buf = append(d.buf, text...)
+				dst = append(dst, text...)
 				return
 			}
 			var ok bool
-			if d.buf, ok = appendUnescaped(d.buf, text); !ok {
+			if dst, ok = appendUnescaped(dst, text); !ok {
 				a.bad = true
 			}
 		default:
 			a.bad = true
 		}
 	})
+	return dst
 }
 
 // strNoEscape reads a string that must hold no escape and be valid UTF-8
