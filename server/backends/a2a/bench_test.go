@@ -10,7 +10,7 @@ import (
 // encode a short conversation, decode a completed Task with an artifact.
 func BenchmarkUnaryCall(b *testing.B) {
 	req := mustParse(b, `{"model":"agentx","messages":[{"role":"system","content":"You are terse."},{"role":"user","content":"What is the weather in Paris?"}]}`)
-	answer := fixture(b, "send_task_completed.json")
+	answer := fixture(b, "send_task_completed_text.json")
 	opts := Options{RequestID: "call-1"}
 	b.ReportAllocs()
 	for b.Loop() {
@@ -50,9 +50,21 @@ func BenchmarkEncode(b *testing.B) {
 	}
 }
 
+// BenchmarkDecodeDataPart is Decode of an answer the fast path leaves to
+// encoding/json (a data part).
+func BenchmarkDecodeDataPart(b *testing.B) {
+	answer := fixture(b, "send_task_completed.json")
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Decode(answer, decodeOpts); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // BenchmarkDecode is the answer half of BenchmarkUnaryCall.
 func BenchmarkDecode(b *testing.B) {
-	answer := fixture(b, "send_task_completed.json")
+	answer := fixture(b, "send_task_completed_text.json")
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := Decode(answer, decodeOpts); err != nil {
@@ -66,7 +78,7 @@ func BenchmarkDecode(b *testing.B) {
 // figures above as "over the openai kind".
 func BenchmarkOpenAIBaseline(b *testing.B) {
 	req := mustParse(b, `{"model":"agentx","messages":[{"role":"system","content":"You are terse."},{"role":"user","content":"What is the weather in Paris?"}]}`)
-	answer := []byte(`{"id":"chatcmpl-1","object":"chat.completion","created":1700000000,"model":"agentx","choices":[{"index":0,"message":{"role":"assistant","content":"Why did the chicken cross the road?\nTo get to the other side!\n{\"temperature\":22}","refusal":null},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":20,"completion_tokens":18,"total_tokens":38},"system_fingerprint":"fp_1"}`)
+	answer := []byte(`{"id":"chatcmpl-1","object":"chat.completion","created":1700000000,"model":"agentx","choices":[{"index":0,"message":{"role":"assistant","content":"Why did the chicken cross the road?\nTo get to the other side!\nBa dum tss.","refusal":null},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":20,"completion_tokens":18,"total_tokens":38},"system_fingerprint":"fp_1"}`)
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := openaiwire.AppendChatCompletionRequest(nil, req, openaiwire.Upstream{Model: "agentx"}); err != nil {

@@ -135,6 +135,16 @@ var ErrNoUsage = errors.New("a2a: the agent reports no token usage")
 // no breaker count); a body that is not a JSON-RPC response holding a
 // Message or a Task is [faults.UpstreamError].
 func Decode(body []byte, o DecodeOptions) (*flexwayv1.ChatCompletion, error) {
+	return decode(body, o, false)
+}
+
+// decode is [Decode], with the fast path off when slowOnly (tests).
+func decode(body []byte, o DecodeOptions, slowOnly bool) (*flexwayv1.ChatCompletion, error) {
+	if !slowOnly {
+		if c, ok := fastDecode(body, o); ok {
+			return c, nil
+		}
+	}
 	var resp unaryResponse
 	if err := json.Unmarshal(body, &resp); err != nil {
 		return nil, faults.Wrap(faults.UpstreamError, err, "upstream "+o.Backend+" sent an unreadable answer")

@@ -20,6 +20,8 @@ func TestDecode(t *testing.T) {
 		{"send_message.json", "a2a-9d1c2f0a-agent", "It is sunny in Paris,\n22 degrees."},
 		{"send_task_completed.json", "a2a-363422be-b0f9-4692-a24d-278670e7c7f1",
 			"Why did the chicken cross the road?\nTo get to the other side!\n{\"temperature\":22}"},
+		{"send_task_completed_text.json", "a2a-363422be-b0f9-4692-a24d-278670e7c7f1",
+			"Why did the chicken cross the road?\nTo get to the other side!\nBa dum tss."},
 		{"send_task_history_only.json", "a2a-t-2", "Hello there."},
 		{"send_task_input_required.json", "a2a-3f36680c-7f37-4a5f-945e-d78981fafd36", "Where would you like to fly from?"},
 	} {
@@ -159,5 +161,20 @@ func TestDecodeError(t *testing.T) {
 				t.Errorf("auth refusal keeps %q / says %q", fe.UpstreamBody, fe.Message)
 			}
 		})
+	}
+}
+
+// TestDecodeFastPath checks that the common answers take the
+// reflection-free path (the fuzz target checks it agrees with
+// encoding/json).
+func TestDecodeFastPath(t *testing.T) {
+	for _, name := range []string{"send_message.json", "send_task_completed_text.json", "send_task_input_required.json"} {
+		if _, ok := fastDecode(fixture(t, name), decodeOpts); !ok {
+			t.Errorf("%s: not decoded by the fast path", name)
+		}
+	}
+	// The completed fixture has a data part: encoding/json reads it.
+	if _, ok := fastDecode(fixture(t, "send_task_completed.json"), decodeOpts); ok {
+		t.Errorf("a data part taken by the fast path")
 	}
 }

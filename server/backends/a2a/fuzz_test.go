@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+
+	"google.golang.org/protobuf/proto"
 	"testing"
 )
 
@@ -33,6 +35,31 @@ func FuzzA2AStream(f *testing.F) {
 		if !slices.Equal(r.chunks, slow.chunks) || r.end != slow.end {
 			t.Fatalf("fast path %q end %q, encoding/json %q end %q", r.chunks, r.end, slow.chunks, slow.end)
 		}
-		_, _ = Decode(body, decodeOpts)
+		sameDecode(t, body)
 	})
+}
+
+// sameDecode fails unless Decode's fast path and encoding/json read body
+// alike.
+func sameDecode(t *testing.T, body []byte) {
+	t.Helper()
+	fast, ferr := decode(body, decodeOpts, false)
+	slow, serr := decode(body, decodeOpts, true)
+	if !proto.Equal(fast, slow) || (ferr == nil) != (serr == nil) || ferr != nil && ferr.Error() != serr.Error() {
+		t.Fatalf("fast path %v / %v, encoding/json %v / %v", fast, ferr, slow, serr)
+	}
+}
+
+// FuzzA2ADecode checks that Decode never panics and that its fast path
+// reads every body as encoding/json does.
+func FuzzA2ADecode(f *testing.F) {
+	files, _ := filepath.Glob(filepath.Join("testdata", "send_*"))
+	for _, name := range files {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, body []byte) { sameDecode(t, body) })
 }

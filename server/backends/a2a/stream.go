@@ -256,31 +256,8 @@ func (s *scanner) once(seen *bool) {
 // [StreamDecoder.Feed] decodes with encoding/json, to the same result (the
 // fuzz target checks it).
 func (d *StreamDecoder) fastArtifact(data []byte) (c *flexwayv1.ChatCompletionChunk, ok bool) {
-	s := scanner{b: data}
-	var res []byte
-	var seenRes, seenErr, seenRPC bool
-	s.object(func(key []byte) {
-		switch string(key) {
-		case "result":
-			s.once(&seenRes)
-			start := s.pos
-			s.skip()
-			res = data[start:s.pos]
-		case "error":
-			s.once(&seenErr)
-			if !s.isNull() {
-				s.bad = true
-			}
-		case "jsonrpc":
-			s.once(&seenRPC)
-			if _, esc := s.str(); esc {
-				s.bad = true
-			}
-		default:
-			s.other(key, responseFields)
-		}
-	})
-	if s.ws(); s.bad || s.pos != len(data) || res == nil {
+	res, ok := fastResult(data)
+	if !ok {
 		return nil, false
 	}
 	r := scanner{b: res}
@@ -349,6 +326,39 @@ func (d *StreamDecoder) fastArtifact(data []byte) (c *flexwayv1.ChatCompletionCh
 		d.buf[0] = '\n'
 	}
 	return d.chunk(string(d.buf), false), true
+}
+
+// fastResult reads a JSON-RPC response without reflection: the bytes of
+// its result when it has one and a null or absent error; ok is false for
+// anything else, left to encoding/json.
+func fastResult(data []byte) (res []byte, ok bool) {
+	s := scanner{b: data}
+	var seenRes, seenErr, seenRPC bool
+	s.object(func(key []byte) {
+		switch string(key) {
+		case "result":
+			s.once(&seenRes)
+			start := s.pos
+			s.skip()
+			res = data[start:s.pos]
+		case "error":
+			s.once(&seenErr)
+			if !s.isNull() {
+				s.bad = true
+			}
+		case "jsonrpc":
+			s.once(&seenRPC)
+			if _, esc := s.str(); esc {
+				s.bad = true
+			}
+		default:
+			s.other(key, responseFields)
+		}
+	})
+	if s.ws(); s.bad || s.pos != len(data) || res == nil {
+		return nil, false
+	}
+	return res, true
 }
 
 // fastParts reads a parts array, appending the text of its text parts to
