@@ -3,7 +3,6 @@ package a2a
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -118,17 +117,22 @@ type DecodeOptions struct {
 	Created int64
 }
 
-// ErrNoUsage documents that an A2A agent reports no tokens: the decoded
-// Usage is nil and the caller estimates it. It is never returned.
-var ErrNoUsage = errors.New("a2a: the agent reports no token usage")
-
 // Decode reads the JSON-RPC body of a 2xx answer to `message/send` as a chat
 // completion of one choice: id "a2a-" + the Task's id or the Message's
 // messageId, object "chat.completion", o.Model and o.Created, finish_reason
 // "stop", usage nil (an agent reports no tokens). Text parts are joined with
 // "\n"; a data part is written as its JSON text; file parts are not content.
 //
-// Errors are *faults.Error: a JSON-RPC error object maps by [RPCError]; a
+// Errors are *faults.Error. A JSON-RPC error object (code per
+// https://a2a-protocol.org/v0.3.0/specification/#8-error-handling) of code
+// -32602 (invalid params) or -32005 (ContentTypeNotSupported) is the call's
+// own request: [faults.UpstreamStatus] 400 whose body is the OpenAI envelope
+// {"error":{"message": <the agent's message>, "type":
+// "invalid_request_error", "code": "a2a_32602"}}; any other code (-32700,
+// -32600: Flexway's own request malformed; -32601, -32603, -32001..-32004,
+// -32006, implementation-defined codes) is [faults.UpstreamError] (502),
+// which the fallback rules may act on, the agent's message kept only in the
+// cause. A
 // task `failed`, `canceled`, `submitted`, `working` or of unknown state is
 // [faults.UpstreamError] (502); `rejected` too, wrapping
 // [backends.ErrRequestCaused] (the agent declined this request: no fallback,
@@ -150,7 +154,7 @@ func decode(body []byte, o DecodeOptions, slowOnly bool) (*flexwayv1.ChatComplet
 		return nil, faults.Wrap(faults.UpstreamError, err, "upstream "+o.Backend+" sent an unreadable answer")
 	}
 	if resp.Error != nil {
-		return nil, RPCError(o.Backend, resp.Error)
+		return nil, rpcFault(o.Backend, resp.Error)
 	}
 	if resp.Result == nil {
 		return nil, faults.New(faults.UpstreamError, "upstream %s answered neither a result nor an error", o.Backend)
@@ -267,7 +271,7 @@ const (
 	codeContentTypeNotSupported = -32005 // A2A ContentTypeNotSupportedError
 )
 
-// RPCError maps a JSON-RPC error object of an agent's answer (in a 2xx body
+// rpcFault maps a JSON-RPC error object of an agent's answer (in a 2xx body
 // or a stream event):
 //   - -32602 invalid params and -32005 ContentTypeNotSupported (an input the
 //     agent does not take, such as an image) are the call's own request: an
@@ -281,7 +285,7 @@ const (
 //
 // The agent's message is only relayed for a 400; elsewhere it is kept, cut
 // to 256 bytes, in the cause for logs only.
-func RPCError(backend string, e *rpcError) *faults.Error {
+func rpcFault(backend string, e *rpcError) *faults.Error {
 	switch e.Code {
 	case codeInvalidParams, codeContentTypeNotSupported:
 		return &faults.Error{

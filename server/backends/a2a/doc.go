@@ -33,5 +33,26 @@
 // question (its status message), finish_reason "stop"; `failed`, `rejected`,
 // `canceled`, a task still `submitted`/`working`, or `unknown` → a
 // [faults.UpstreamError] (502). An agent reports no tokens: the decoded
-// usage is always nil and the caller estimates it.
+// usage is always nil and the caller estimates it. Text parts are joined
+// with "\n", a data part is written as its JSON text, file parts are not
+// content.
+//
+// # Errors
+//
+// [DecodeError] maps a non-2xx HTTP answer (401/403 → Flexway's own
+// credentials refused, 429 and other 4xx relayed in the OpenAI envelope,
+// 5xx/529/garbage → 502); [Decode] and [StreamDecoder.Feed] map JSON-RPC
+// error objects and task states. All are *faults.Error with the core's
+// reasons, so the shared upstream path's fallback and breaker rules
+// ([backends.Unavailable]) apply unchanged.
+//
+// # Performance
+//
+// The common answers (a Message, a Task completed or asking for input, an
+// artifact-update event, all of text parts) are read by a small
+// reflection-free scanner; anything else goes to encoding/json, and fuzz
+// targets check both read every input alike. No library holds these wire
+// types at the protocol version Flexway speaks: github.com/a2aproject/a2a-go's
+// current module speaks A2A 1.0 (SendMessage, parts without `kind`), so the
+// few structs here are hand-written.
 package a2a

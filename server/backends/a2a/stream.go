@@ -66,8 +66,8 @@ func (d *StreamDecoder) ContentSent() bool { return d.content }
 // returns the chunk it yields, or nil for an event that yields none. It
 // returns io.EOF once the stream is done (the event that ends it returns
 // its chunk first). Errors are *faults.Error: a JSON-RPC error object, or
-// an event named "error", maps by [RPCError]; a failed, rejected or
-// canceled task as in [Decode]; unreadable data is [faults.UpstreamError].
+// an event named "error", maps as in [Decode]; a failed,
+// rejected or canceled task as in [Decode]; unreadable data is [faults.UpstreamError].
 // After an error the decoder must not be fed again.
 func (d *StreamDecoder) Feed(event, data []byte) (*flexwayv1.ChatCompletionChunk, error) {
 	if d.done {
@@ -83,7 +83,7 @@ func (d *StreamDecoder) Feed(event, data []byte) (*flexwayv1.ChatCompletionChunk
 		return nil, faults.Wrap(faults.UpstreamError, err, "upstream "+d.o.Backend+" sent an unreadable stream event")
 	}
 	if d.resp.Error != nil {
-		return nil, RPCError(d.o.Backend, d.resp.Error)
+		return nil, rpcFault(d.o.Backend, d.resp.Error)
 	}
 	if string(event) == "error" {
 		return nil, faults.New(faults.UpstreamError, "upstream %s reported an error in its stream", d.o.Backend)
