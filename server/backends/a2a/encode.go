@@ -103,9 +103,11 @@ func Encode(req *flexwayv1.CreateChatCompletionRequest, model string, opts Optio
 	for k := range req.GetExtraFields() {
 		dropped[k] = true
 	}
+	// stream_options is not named: the core sets include_usage on every
+	// stream, and an agent's usage is estimated anyway.
 	for name, set := range map[string]bool{
 		"max_tokens": req.MaxTokens != nil, "max_completion_tokens": req.MaxCompletionTokens != nil,
-		"user": req.User != nil, "stream_options": req.StreamOptions != nil,
+		"user": req.User != nil,
 	} {
 		if set {
 			dropped[name] = true
