@@ -1,0 +1,138 @@
+package a2a
+
+import (
+	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
+)
+
+// Member names encoding/json would match to a field of status and answer.
+var (
+	statusFields = []string{"state", "message"}
+	answerFields = []string{"messageId", "role", "parts"}
+)
+
+// fastDecode decodes, without reflection, the common 2xx answers of
+// message/send: a Message, or a Task completed (its artifacts' text, else
+// its status message's) or asking for input, all of text (or file) parts.
+// ok is false for anything else (errors, other states, data parts, a
+// completed task answered only in its history, malformed input), which
+// [Decode] reads with encoding/json to the same result (the fuzz target
+// checks it).
+func fastDecode(body []byte, o DecodeOptions) (c *flexwayv1.ChatCompletion, ok bool) {
+	res, ok := fastResult(body)
+	if !ok {
+		return nil, false
+	}
+	r := scanner{b: res}
+	var kind, msgID, taskID, state []byte
+	var msgText, artText, statusText []byte
+	var seenKind, seenMsgID, seenID, seenRole, seenParts, seenStatus, seenArts, seenHist, seenState, seenStatusMsg bool
+	history := false
+	r.object(func(key []byte) {
+		switch string(key) {
+		case "kind":
+			r.once(&seenKind)
+			kind = strNoEscape(&r)
+		case "messageId":
+			r.once(&seenMsgID)
+			msgID = strNoEscape(&r)
+		case "id":
+			r.once(&seenID)
+			taskID = strNoEscape(&r)
+		case "role":
+			r.once(&seenRole)
+			strNoEscape(&r)
+		case "parts":
+			r.once(&seenParts)
+			msgText = fastParts(&r, nil)
+		case "status":
+			r.once(&seenStatus)
+			r.object(func(key []byte) {
+				switch string(key) {
+				case "state":
+					r.once(&seenState)
+					state = strNoEscape(&r)
+				case "message":
+					r.once(&seenStatusMsg)
+					var seenI, seenR, seenP bool
+					r.object(func(key []byte) {
+						switch string(key) {
+						case "messageId":
+							r.once(&seenI)
+							strNoEscape(&r)
+						case "role":
+							r.once(&seenR)
+							strNoEscape(&r)
+						case "parts":
+							r.once(&seenP)
+							statusText = fastParts(&r, statusText)
+						default:
+							r.other(key, answerFields)
+						}
+					})
+				default:
+					r.other(key, statusFields)
+				}
+			})
+		case "artifacts":
+			r.once(&seenArts)
+			r.array(func() {
+				var seenA, seenP bool
+				r.object(func(key []byte) {
+					switch string(key) {
+					case "artifactId":
+						r.once(&seenA)
+						strNoEscape(&r)
+					case "parts":
+						r.once(&seenP)
+						artText = fastParts(&r, artText)
+					default:
+						r.other(key, artifactFields)
+					}
+				})
+			})
+		case "history":
+			r.once(&seenHist)
+			history = !r.isNull()
+			if history {
+				r.skip()
+			}
+		default:
+			r.other(key, resultFields)
+		}
+	})
+	if r.bad {
+		return nil, false
+	}
+	var text []byte
+	var id []byte
+	switch {
+	case string(kind) == "message" && !seenStatus:
+		text, id = msgText, msgID
+	case string(kind) == "task" && seenStatus && !seenParts:
+		id = taskID
+		switch normState(string(state)) {
+		case stateCompleted:
+			text = artText
+			if len(text) == 0 && seenStatusMsg {
+				text = statusText
+			}
+			if len(text) == 0 && history {
+				return nil, false
+			}
+		case stateInputRequired, stateAuthRequired:
+			text = statusText
+		default:
+			return nil, false
+		}
+	default:
+		return nil, false
+	}
+	stop := "stop"
+	return &flexwayv1.ChatCompletion{
+		Id: "a2a-" + string(id), Object: "chat.completion", Created: o.Created, Model: o.Model,
+		Choices: []*flexwayv1.ChatCompletionChoice{{
+			Message:      &flexwayv1.ChatMessage{Role: "assistant", Content: &flexwayv1.ChatMessage_Text{Text: string(text)}},
+			FinishReason: &stop,
+		}},
+	}, true
+}
