@@ -89,8 +89,13 @@ bench: build
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 	$(GO) run ./cmd/flexway-load
 
+# One target per run (go test -fuzz takes one): the OpenAI request parser,
+# then each wire format's stream decoder, which must never panic.
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParseChatCompletionRequest -fuzztime 60s ./server/openaiwire/
+	$(GO) test -run '^$$' -fuzz FuzzAnthropicStream -fuzztime 30s ./server/backends/anthropic/
+	$(GO) test -run '^$$' -fuzz FuzzGeminiStream -fuzztime 30s ./server/backends/gemini/
+	$(GO) test -run '^$$' -fuzz FuzzA2AStream -fuzztime 30s ./server/backends/a2a/
 
 clean:
 	rm -rf bin flexway-data
