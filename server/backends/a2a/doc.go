@@ -8,7 +8,7 @@
 // The package is pure: no network, no configuration, no clock. [Encode]
 // writes the JSON-RPC request body, [Decode] reads a JSON-RPC response body,
 // [DecodeError] maps a non-2xx answer, and a [StreamDecoder] (one per call)
-// is fed one SSE event at a time, read with a [SSEReader].
+// is fed one SSE event at a time, read with server/backends/sse's Reader.
 //
 // # Request
 //

@@ -6,8 +6,9 @@ import (
 	"path/filepath"
 	"slices"
 
-	"google.golang.org/protobuf/proto"
 	"testing"
+
+	"google.golang.org/protobuf/proto"
 )
 
 // FuzzA2AStream feeds arbitrary bytes through the SSE reader and the stream

@@ -11,6 +11,7 @@ import (
 	"testing/iotest"
 
 	"github.com/flexway/flexway/server/backends"
+	"github.com/flexway/flexway/server/backends/sse"
 	"github.com/flexway/flexway/server/faults"
 )
 
@@ -48,15 +49,15 @@ func replay(r io.Reader) replayed { return replayWith(r, false) }
 // replayWith is replay, with every event decoded by encoding/json when
 // slowOnly (no fast path).
 func replayWith(r io.Reader, slowOnly bool) replayed {
-	sse := NewSSEReader(r)
+	events := sse.NewReader(r, 0)
 	d := NewStreamDecoder(decodeOpts)
 	d.slowOnly = slowOnly
 	var out replayed
 	var err error
 	for !d.Done() {
 		var event, data []byte
-		event, data, err = sse.Next()
-		if err == io.EOF {
+		event, data, err = events.Next()
+		if err == io.EOF || err == io.ErrUnexpectedEOF { // the body's end, cut inside an event or not
 			err = d.End()
 			break
 		}

@@ -10,6 +10,7 @@ import (
 
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
 	"github.com/flexway/flexway/server/backends"
+	"github.com/flexway/flexway/server/backends/sse"
 	"github.com/flexway/flexway/server/faults"
 	"github.com/flexway/flexway/server/openaiwire"
 )
@@ -247,7 +248,7 @@ func TestStreamContent(t *testing.T) {
 		content bool
 	}{{"error_before_content", false}, {"error_after_content", true}, {"cut", true}, {"refusal", false}} {
 		data, _ := os.ReadFile("testdata/stream/" + tc.fixture + ".sse")
-		er := NewEventReader(bytes.NewReader(data), 0)
+		er := sse.NewReader(bytes.NewReader(data), 0)
 		s := NewStream(0)
 		for {
 			name, d, err := er.Next()

@@ -15,7 +15,7 @@
 //     (https://docs.anthropic.com/en/api/errors) to Flexway's errors;
 //   - [Stream] is one call's stream decoder, fed one event at a time
 //     (https://docs.anthropic.com/en/docs/build-with-claude/streaming), and
-//     [EventReader] reads those events from a text/event-stream body.
+//     server/backends/sse's Reader reads those events from a text/event-stream body.
 //
 // The request is encoded by hand rather than with
 // github.com/anthropics/anthropic-sdk-go/v2's MessageNewParams: the

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/flexway/flexway/server/backends/sse"
 	"github.com/flexway/flexway/server/openaiwire"
 )
 
@@ -22,7 +23,7 @@ func FuzzAnthropicStream(f *testing.F) {
 	f.Add([]byte("event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":-1,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"x\"}}\n\n"))
 	f.Add([]byte("data: {\"type\":\"message_start\",\"message\":null}\n\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		er := NewEventReader(bytes.NewReader(data), 16)
+		er := sse.NewReader(bytes.NewReader(data), 16)
 		s := NewStream(0)
 		for {
 			name, d, err := er.Next()

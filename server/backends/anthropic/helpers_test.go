@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
+	"github.com/flexway/flexway/server/backends/sse"
 	"github.com/flexway/flexway/server/faults"
 	"github.com/flexway/flexway/server/openaiwire"
 )
@@ -63,7 +64,7 @@ func fixtures(t testing.TB, dir, ext string) []string {
 // encoding) then the end: "end: ok" or "end: <reason> <status>: <message>".
 func replay(r io.Reader, bufSize int) string {
 	var out strings.Builder
-	er := NewEventReader(r, bufSize)
+	er := sse.NewReader(r, bufSize)
 	s := NewStream(1700000000)
 	for {
 		name, data, err := er.Next()

@@ -9,7 +9,7 @@
 // a call. [Encode] builds a generateContent body, [Decode] reads its answer,
 // [DecodeError] maps an error answer, [NewStream] returns the per-call state
 // machine of a streamed answer fed one Server-Sent Event at a time (an
-// [SSEReader] splits a body into events), and [EncodeEmbeddings] /
+// server/backends/sse's Reader splits a body into events), and [EncodeEmbeddings] /
 // [DecodeEmbeddings] translate /v1/embeddings.
 //
 // Statelessness: what must outlive a call travels in the messages. A tool

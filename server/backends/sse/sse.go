@@ -1,4 +1,7 @@
-package anthropic
+// Package sse reads Server-Sent Events, the stream framing of the
+// anthropic, gemini and a2a backend kinds: one reader, one set of rules
+// (https://html.spec.whatwg.org/multipage/server-sent-events.html#event-stream-interpretation).
+package sse
 
 import (
 	"bufio"
@@ -7,21 +10,22 @@ import (
 	"io"
 )
 
-// maxEventBytes bounds one event's data.
-const maxEventBytes = 16 << 20
+// MaxEventBytes bounds one event (its data lines together, and any one
+// line), in bytes: 64 MiB, the openai kind's bound.
+const MaxEventBytes = 64 << 20
 
-// ErrEventTooLarge is returned by [EventReader.Next] for an event whose
-// data is over 16 MiB.
-var ErrEventTooLarge = errors.New("anthropic: SSE event over 16 MiB")
+// ErrEventTooLarge is returned by [Reader.Next] for an event or a line over
+// [MaxEventBytes].
+var ErrEventTooLarge = errors.New("sse: event over 64 MiB")
 
-// EventReader reads Server-Sent Events (text/event-stream, per
+// Reader reads Server-Sent Events (text/event-stream, per
 // https://html.spec.whatwg.org/multipage/server-sent-events.html#event-stream-interpretation):
 // lines end with LF or CRLF (a lone CR, which no upstream sends, is not
 // taken as a line end); a leading BOM is skipped; `data`
 // lines of one event are joined with LF; `event` names it; comments and
 // other fields are ignored; a blank line ends an event, and an event
 // without data is not returned. It is not safe for concurrent use.
-type EventReader struct {
+type Reader struct {
 	r       *bufio.Reader
 	line    []byte
 	data    []byte
@@ -30,20 +34,20 @@ type EventReader struct {
 	first   bool
 }
 
-// NewEventReader reads events from r through a bufio.Reader of size bytes
+// NewReader reads events from r through a bufio.Reader of size bytes
 // (bufio's default when size is not positive).
-func NewEventReader(r io.Reader, size int) *EventReader {
+func NewReader(r io.Reader, size int) *Reader {
 	if size <= 0 {
 		size = 4096
 	}
-	return &EventReader{r: bufio.NewReaderSize(r, size)}
+	return &Reader{r: bufio.NewReaderSize(r, size)}
 }
 
 // Next returns the next event's name (empty when it has none) and data,
 // both valid until the next call. At the body's end it returns io.EOF, or
 // io.ErrUnexpectedEOF when an event was begun but not ended by a blank
 // line; a read error is returned as it is.
-func (e *EventReader) Next() (event, data []byte, err error) {
+func (e *Reader) Next() (event, data []byte, err error) {
 	e.data, e.event, e.hasData = e.data[:0], e.event[:0], false
 	begun := false
 	for {
@@ -71,7 +75,7 @@ func (e *EventReader) Next() (event, data []byte, err error) {
 		}
 		switch string(name) {
 		case "data":
-			if len(e.data)+1+len(value) > maxEventBytes {
+			if len(e.data)+1+len(value) > MaxEventBytes {
 				return nil, nil, ErrEventTooLarge
 			}
 			if e.hasData {
@@ -87,12 +91,12 @@ func (e *EventReader) Next() (event, data []byte, err error) {
 
 // readLine returns the next LF-terminated line without its LF or CRLF,
 // valid until the next call; an unterminated last line comes with io.EOF.
-func (e *EventReader) readLine() ([]byte, error) {
+func (e *Reader) readLine() ([]byte, error) {
 	e.line = e.line[:0]
 	for {
 		frag, err := e.r.ReadSlice('\n')
 		if err == bufio.ErrBufferFull {
-			if len(e.line)+len(frag) > maxEventBytes {
+			if len(e.line)+len(frag) > MaxEventBytes {
 				return nil, ErrEventTooLarge
 			}
 			e.line = append(e.line, frag...)
