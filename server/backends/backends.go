@@ -66,6 +66,18 @@ type Backend interface {
 	CreateEmbedding(ctx context.Context, req *flexwayv1.CreateEmbeddingRequest) (*flexwayv1.CreateEmbeddingResponse, Served, error)
 }
 
+// Checker is implemented by a backend whose wire format cannot express
+// every chat request (kinds anthropic, gemini, a2a). The plan asks it
+// before anything is reserved or sent, so that a request one backend
+// cannot express skips to a fallback of another kind that can.
+type Checker interface {
+	// CheckChat returns nil when the backend can express req, else a
+	// *faults.Error of reason invalid_request whose Param names the
+	// field (n above 1, logprobs, an image to an agent that takes none).
+	// It is cheap: request-level fields and part types only, no encoding.
+	CheckChat(req *flexwayv1.CreateChatCompletionRequest) error
+}
+
 // Served says who served a call and with which model.
 type Served struct {
 	// Backend is the backend's name.

@@ -79,8 +79,15 @@ type Outcome struct {
 	ModelRequested string
 	// ModelServed is the model the upstream reported, else the one sent.
 	ModelServed string
-	// InputTokens and OutputTokens are the usage in tokens.
+	// InputTokens and OutputTokens are the usage in tokens. InputTokens
+	// counts every input token, cached ones included.
 	InputTokens, OutputTokens int64
+	// CacheReadTokens and CacheWriteTokens, in tokens, say how many of
+	// InputTokens the provider read from or wrote to its prompt cache (the
+	// usage's prompt_tokens_details.cached_tokens and
+	// cache_creation_input_tokens); priced at the backend's cache_read and
+	// cache_write.
+	CacheReadTokens, CacheWriteTokens int64
 	// UsageEstimated is set when usage was estimated, not reported.
 	UsageEstimated bool
 	// Served is set when an upstream's answer reached the caller: a

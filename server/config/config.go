@@ -288,7 +288,7 @@ func (v Vision) DataURIsAllowed() bool { return v.AllowDataURIs == nil || *v.All
 
 // Backend is one upstream (ai.backends.<name>).
 type Backend struct {
-	// Kind is openai (the default), relay or grpc.
+	// Kind is openai (the default), relay, grpc, anthropic, gemini or a2a.
 	Kind BackendKind `yaml:"kind"`
 	// URL is the base URL (http or https) for openai and relay, e.g.
 	// https://llm.example.com/v1; a gRPC target (dns:///host:port or
@@ -332,6 +332,16 @@ type Backend struct {
 	// IdentityHeaders, for kind relay only, names the headers under which
 	// the caller's identity is sent; zero sends none.
 	IdentityHeaders IdentityHeaders `yaml:"identity_headers"`
+	// APIVersion, for kind anthropic only, is sent as anthropic-version.
+	// Default 2023-06-01.
+	APIVersion string `yaml:"api_version"`
+	// Betas, for kind anthropic only, are the anthropic-beta values a
+	// caller may pass through (Anthropic's own header names them).
+	Betas []string `yaml:"betas"`
+	// MaxOutputTokens, for kind anthropic only, is sent as max_tokens, in
+	// tokens, when the caller sets neither max_tokens nor
+	// max_completion_tokens: the Messages API requires it. Default 4096.
+	MaxOutputTokens int64 `yaml:"max_output_tokens"`
 }
 
 // IsExternal reports whether the backend is outside the organisation
@@ -373,13 +383,26 @@ type BackendTLS struct {
 	KeyFile string `yaml:"key_file"`
 }
 
-// Price is a backend's price in euros per million tokens; use the methods
-// for arithmetic.
+// Price is a backend's price in euros per million tokens, plus an
+// optional price per call; use the methods for arithmetic.
 type Price struct {
-	// Input is euros per million input tokens.
+	// Input is euros per million input tokens (uncached ones, when the
+	// cache tiers are set).
 	Input float64 `yaml:"input"`
 	// Output is euros per million output tokens.
 	Output float64 `yaml:"output"`
+	// CacheRead, optional, is euros per million input tokens read from the
+	// provider's prompt cache (OpenAI's prompt_tokens_details.cached_tokens,
+	// Anthropic's cache_read_input_tokens, Gemini's
+	// cachedContentTokenCount); nil prices them at Input.
+	CacheRead *float64 `yaml:"cache_read"`
+	// CacheWrite, optional, is euros per million input tokens written to
+	// the provider's prompt cache (Anthropic's
+	// cache_creation_input_tokens); nil prices them at Input.
+	CacheWrite *float64 `yaml:"cache_write"`
+	// PerCall is euros per call served, on top of the token prices: what
+	// an a2a agent, which reports no tokens, charges.
+	PerCall float64 `yaml:"per_call"`
 }
 
 // InputNanoEURPerMTok returns Input in nano-euros per million input tokens,
@@ -390,6 +413,32 @@ func (p Price) InputNanoEURPerMTok() int64 { return nanoOrMax(p.Input) }
 // OutputNanoEURPerMTok returns Output in nano-euros per million output
 // tokens, as [Price.InputNanoEURPerMTok] does.
 func (p Price) OutputNanoEURPerMTok() int64 { return nanoOrMax(p.Output) }
+
+// CacheReadNanoEURPerMTok returns CacheRead (Input when unset) in
+// nano-euros per million cached input tokens.
+func (p Price) CacheReadNanoEURPerMTok() int64 {
+	if p.CacheRead == nil {
+		return p.InputNanoEURPerMTok()
+	}
+	return nanoOrMax(*p.CacheRead)
+}
+
+// CacheWriteNanoEURPerMTok returns CacheWrite (Input when unset) in
+// nano-euros per million input tokens written to the cache.
+func (p Price) CacheWriteNanoEURPerMTok() int64 {
+	if p.CacheWrite == nil {
+		return p.InputNanoEURPerMTok()
+	}
+	return nanoOrMax(*p.CacheWrite)
+}
+
+// PerCallNanoEUR returns PerCall in nano-euros per call.
+func (p Price) PerCallNanoEUR() int64 { return nanoOrMax(p.PerCall) }
+
+// IsZero reports whether no price at all is set.
+func (p Price) IsZero() bool {
+	return p.Input == 0 && p.Output == 0 && p.CacheRead == nil && p.CacheWrite == nil && p.PerCall == 0
+}
 
 // CircuitBreaker opens a backend's circuit after Failures consecutive
 // failures, for OpenFor (ai.backends.<name>.circuit_breaker).

@@ -13,12 +13,33 @@ const (
 	// KindGRPC is the upstream of specialised-model gRPC services, proxied
 	// as raw frames; it serves no chat, vision or embeddings.
 	KindGRPC BackendKind = "grpc"
+	// KindAnthropic speaks Anthropic's Messages API (POST {url}/v1/messages
+	// and its Server-Sent Events), translated from and to the OpenAI
+	// surface.
+	KindAnthropic BackendKind = "anthropic"
+	// KindGemini speaks Gemini's generateContent and
+	// streamGenerateContent?alt=sse ({url}/models/{model}:...), and
+	// batchEmbedContents for embeddings.
+	KindGemini BackendKind = "gemini"
+	// KindA2A is an A2A agent, spoken to with JSON-RPC 2.0 message/send
+	// and message/stream (SSE) at {url}.
+	KindA2A BackendKind = "a2a"
 )
+
+// Translated reports whether k speaks a wire format other than OpenAI's,
+// which Flexway translates: anthropic, gemini or a2a.
+func (k BackendKind) Translated() bool {
+	return k == KindAnthropic || k == KindGemini || k == KindA2A
+}
+
+// Inference reports whether k serves chat, vision or embeddings calls
+// Flexway makes itself: every kind but grpc.
+func (k BackendKind) Inference() bool { return k.Valid() && k != KindGRPC }
 
 // Valid reports whether k is one of the kinds above.
 func (k BackendKind) Valid() bool {
 	switch k {
-	case KindOpenAI, KindRelay, KindGRPC:
+	case KindOpenAI, KindRelay, KindGRPC, KindAnthropic, KindGemini, KindA2A:
 		return true
 	}
 	return false

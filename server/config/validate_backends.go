@@ -15,7 +15,7 @@ func (b Backend) validate(col *collector, name string, all map[string]Backend) {
 	}
 	inference := b.Kind == KindOpenAI || b.Kind == KindRelay
 	if !b.Kind.Valid() {
-		col.errorf(path+".kind", "unknown kind %q: want openai, relay or grpc", b.Kind)
+		col.errorf(path+".kind", "unknown kind %q: want openai, relay, grpc, anthropic, gemini or a2a", b.Kind)
 	}
 	b.checkURL(col, path)
 	b.Auth.validate(col, path+".auth")
@@ -49,7 +49,7 @@ func (b Backend) validate(col *collector, name string, all map[string]Backend) {
 		if len(b.Fallback) > 0 {
 			col.warnf(path+".fallback", "not applied to a kind: grpc backend: a proxied call is not fallen back from")
 		}
-		if b.Price != (Price{}) {
+		if !b.Price.IsZero() {
 			col.warnf(path+".price", "not applied to a kind: grpc backend: its methods are priced by their (flexway.v1.operation).ai option")
 		}
 	}

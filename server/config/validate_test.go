@@ -212,8 +212,8 @@ func TestValidate(t *testing.T) {
 		}, wantPath: "ai.backends.cheap.url", wantText: `query parameter "api-key": credentials`},
 		{name: "grpc target not a target", edit: func(c *config.Config) { backend(c, "ocr", func(b *config.Backend) { b.URL = "ocr internal" }) },
 			wantPath: "ai.backends.ocr.url", wantText: "is not a gRPC target"},
-		{name: "unknown kind", edit: func(c *config.Config) { backend(c, "cheap", func(b *config.Backend) { b.Kind = "anthropic" }) },
-			wantPath: "ai.backends.cheap.kind", wantText: `unknown kind "anthropic"`},
+		{name: "unknown kind", edit: func(c *config.Config) { backend(c, "cheap", func(b *config.Backend) { b.Kind = "bedrock" }) },
+			wantPath: "ai.backends.cheap.kind", wantText: `unknown kind "bedrock"`},
 		{name: "bearer without secret", edit: func(c *config.Config) {
 			backend(c, "main", func(b *config.Backend) { b.Auth.Secret = config.Secret{} })
 		},

@@ -51,14 +51,21 @@ func (u *Usage) merge(w *wireUsage) {
 
 // Canonical returns u as the client sees it: prompt_tokens counts every
 // input token (input + cache read + cache write), completion_tokens the
-// output, and prompt_tokens_details.cached_tokens the cache reads.
+// output, prompt_tokens_details.cached_tokens the cache reads and, when
+// there were any, cache_creation_input_tokens (Anthropic's own name, as
+// LiteLLM and others relay it in OpenAI's usage) the cache writes: the
+// core prices both tiers from these two fields.
 func (u Usage) Canonical() *flexwayv1.Usage {
 	prompt := u.Input + u.CacheRead + u.CacheWrite
+	extra := map[string]string{"prompt_tokens_details": `{"cached_tokens":` + strconv.FormatInt(u.CacheRead, 10) + `}`}
+	if u.CacheWrite > 0 {
+		extra["cache_creation_input_tokens"] = strconv.FormatInt(u.CacheWrite, 10)
+	}
 	return &flexwayv1.Usage{
 		PromptTokens:     prompt,
 		CompletionTokens: u.Output,
 		TotalTokens:      prompt + u.Output,
-		ExtraFields:      map[string]string{"prompt_tokens_details": `{"cached_tokens":` + strconv.FormatInt(u.CacheRead, 10) + `}`},
+		ExtraFields:      extra,
 	}
 }
 
