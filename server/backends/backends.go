@@ -1,6 +1,6 @@
 // Package backends declares what the inference core asks of a backend, the
 // upstream that serves a call. Each kind lives in its own package below
-// (server/backends/openai, ...); the core only sees [Backend].
+// (server/backends/upstream, ...); the core only sees [Backend].
 package backends
 
 import (
@@ -117,4 +117,80 @@ func Unavailable(err error) bool {
 		return true
 	}
 	return false
+}
+
+// Wire is a wire format other than OpenAI's, which a backend kind speaks
+// and Flexway translates (kinds anthropic, gemini and a2a; DESIGN.md, AI
+// pipeline stage 12): the kind's package owns the translation, the shared
+// upstream path (server/backends/upstream: TLS, pooling, timeouts,
+// credentials, errors) owns the HTTP. Implementations are stateless and
+// safe for concurrent use; a stream's state lives in its [WireStream].
+type Wire interface {
+	// Chat returns the request of one chat call of req to call.Model,
+	// streamed when stream is set. Errors are *faults.Error of reason
+	// invalid_request naming the field the format cannot express.
+	Chat(req *flexwayv1.CreateChatCompletionRequest, call WireCall, stream bool) (WireRequest, error)
+	// DecodeChat reads the 2xx body of a non-streamed chat call. A body
+	// that is not the format's answer is a faults.UpstreamError.
+	DecodeChat(body []byte, call WireCall) (*flexwayv1.ChatCompletion, error)
+	// NewChatStream returns the decoder of one streamed chat call.
+	NewChatStream(call WireCall) WireStream
+	// DecodeError maps a non-2xx answer other than 401 and 403 (which the
+	// upstream path maps itself, to [ErrUpstreamAuth]): status is its
+	// HTTP status, retryAfter its Retry-After in seconds (0 when none) and
+	// body its first MiB (nil for a 5xx, whose body is never kept).
+	DecodeError(status int, retryAfter int64, body []byte) *faults.Error
+}
+
+// WireEmbedder is implemented by a [Wire] that serves embeddings (kind
+// gemini: batchEmbedContents).
+type WireEmbedder interface {
+	// Embeddings returns the request of one embeddings call.
+	Embeddings(req *flexwayv1.CreateEmbeddingRequest, call WireCall) (WireRequest, error)
+	// DecodeEmbeddings reads the 2xx answer of the call req.
+	DecodeEmbeddings(body []byte, req *flexwayv1.CreateEmbeddingRequest, call WireCall) (*flexwayv1.CreateEmbeddingResponse, error)
+}
+
+// WireCall is what a [Wire] needs of one call beside its request.
+type WireCall struct {
+	// Backend is the backend's name, for error messages.
+	Backend string
+	// Model is the model sent upstream (Served.ModelSent).
+	Model string
+	// Created is the answer's creation time, in Unix seconds, for a wire
+	// whose answers carry none.
+	Created int64
+	// RequestID is the call's request id (a JSON-RPC id for a2a).
+	RequestID string
+}
+
+// WireRequest is one translated request.
+type WireRequest struct {
+	// Path is appended to the backend URL's path ("v1/messages",
+	// "models/m:streamGenerateContent"); empty posts to the URL itself.
+	// The model in it is already path-escaped.
+	Path string
+	// Query, when set, is added to the URL's query ("alt=sse").
+	Query string
+	// Body is the JSON body.
+	Body []byte
+	// Dropped lists, sorted and each once, the names (never the values)
+	// of the request fields the format has no counterpart for: they were
+	// left out, and the upstream path logs each name once.
+	Dropped []string
+}
+
+// WireStream decodes one streamed call, fed one Server-Sent Event at a
+// time in order. It is not safe for concurrent use.
+type WireStream interface {
+	// Event decodes one event, name being its SSE event field (maybe
+	// empty) and data its data, and returns the chunk it makes (nil for
+	// none) and whether the stream is complete (no later event is read).
+	// Errors are *faults.Error: an error event, or data that is not the
+	// format's, is a faults.UpstreamError.
+	Event(name, data []byte) (chunk *flexwayv1.ChatCompletionChunk, done bool, err error)
+	// End is called when the body ended before Event said done: the last
+	// chunk, if the format ends at the body's end (nil otherwise), or the
+	// faults.UpstreamError of a cut stream.
+	End() (*flexwayv1.ChatCompletionChunk, error)
 }

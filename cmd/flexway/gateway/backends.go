@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"fmt"
+	"log/slog"
+	"net/http"
 	"slices"
 	"sort"
 	"strings"
@@ -9,7 +11,10 @@ import (
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
 	"github.com/flexway/flexway/server/backends"
 	"github.com/flexway/flexway/server/backends/breaker"
-	"github.com/flexway/flexway/server/backends/openai"
+	"github.com/flexway/flexway/server/backends/a2a"
+	"github.com/flexway/flexway/server/backends/anthropic"
+	"github.com/flexway/flexway/server/backends/gemini"
+	"github.com/flexway/flexway/server/backends/upstream"
 	"github.com/flexway/flexway/server/config"
 	"github.com/flexway/flexway/server/grpcproxy"
 	"github.com/flexway/flexway/server/metering"
@@ -110,9 +115,13 @@ func proxiedMetering(p *grpcproxy.Proxy) (func(string) (metering.Proxied, bool),
 	return lookup, size
 }
 
-// buildBackends builds every kind: openai and kind: relay backend (a relay
-// speaks the same API). kind: grpc backends are proxied, not built here.
-func buildBackends(cfg *config.Config) (map[string]backends.Backend, map[string][]string, error) {
+// buildBackends builds every backend Flexway calls itself: kind openai
+// and relay (a relay speaks the same API) natively, kinds anthropic,
+// gemini and a2a through their wire format's translation
+// ([backends.Wire]) over the same upstream path. kind: grpc backends are
+// proxied, not built here. log receives each backend's once-per-field
+// notice of request fields its wire format dropped.
+func buildBackends(cfg *config.Config, log *slog.Logger) (map[string]backends.Backend, map[string][]string, error) {
 	bs := map[string]backends.Backend{}
 	models := map[string][]string{}
 	names := make([]string, 0, len(cfg.AI.Backends))
@@ -125,7 +134,7 @@ func buildBackends(cfg *config.Config) (map[string]backends.Backend, map[string]
 		if b.Kind == config.KindGRPC {
 			continue
 		}
-		auth := openai.Auth{Type: string(b.Auth.Type), Header: b.Auth.Name, TokenFile: b.Auth.Path}
+		auth := upstream.Auth{Type: string(b.Auth.Type), Header: b.Auth.Name, TokenFile: b.Auth.Path}
 		if !b.Auth.Secret.IsZero() {
 			v, err := b.Auth.Secret.Resolve()
 			if err != nil {
@@ -133,29 +142,47 @@ func buildBackends(cfg *config.Config) (map[string]backends.Backend, map[string]
 			}
 			auth.Secret = v
 		}
-		o := openai.Options{
+		o := upstream.Options{
 			Name:         name,
 			URL:          b.URL,
 			Auth:         auth,
-			TLS:          openai.TLS{CAFile: b.TLS.CAFile, CertFile: b.TLS.CertFile, KeyFile: b.TLS.KeyFile},
+			TLS:          upstream.TLS{CAFile: b.TLS.CAFile, CertFile: b.TLS.CertFile, KeyFile: b.TLS.KeyFile},
 			Models:       b.Models,
 			DefaultModel: b.DefaultModel,
 			Timeout:      b.Timeout.Std(),
 			IdleTimeout:  b.IdleTimeout.Std(),
 			MeteredBy:    string(b.Metering),
+			Log:          log,
 		}
-		if b.Kind == config.KindRelay {
+		switch b.Kind {
+		case config.KindRelay:
 			// Only a relay passes the caller's identity, from the call
 			// state, under the names it declares.
 			h := b.IdentityHeaders
-			o.IdentityHeaders = openai.IdentityHeaders{Tenant: h.Tenant, Agent: h.Agent, Sensitive: h.Sensitive}
+			o.IdentityHeaders = upstream.IdentityHeaders{Tenant: h.Tenant, Agent: h.Agent, Sensitive: h.Sensitive}
+		case config.KindAnthropic:
+			version := b.APIVersion
+			if version == "" {
+				version = anthropicVersion
+			}
+			o.Header = http.Header{"Anthropic-Version": {version}}
+			o.Wire = anthropic.Wire{Options: anthropic.Options{MaxOutputTokens: b.MaxOutputTokens}}
+		case config.KindGemini:
+			o.Wire = gemini.Wire{}
+		case config.KindA2A:
+			o.Wire = a2a.Wire{Backend: name, Images: b.Can(config.CapabilityVision)}
 		}
-		ob, err := openai.New(o)
+		ub, err := upstream.New(o)
 		if err != nil {
 			return nil, nil, fmt.Errorf("ai.backends.%s: %w", name, err)
 		}
-		bs[name] = ob
+		bs[name] = ub
 		models[name] = b.Models
 	}
 	return bs, models, nil
 }
+
+// anthropicVersion is the anthropic-version sent when api_version is not
+// set: the Messages API's current one
+// (https://docs.anthropic.com/en/api/versioning).
+const anthropicVersion = "2023-06-01"

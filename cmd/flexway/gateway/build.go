@@ -41,7 +41,7 @@ import (
 // (either may be nil: the gateway then meters, or audits, nothing).
 func (g *Gateway) build(o Options) error {
 	cfg, log, led := g.cfg, g.log, g.led
-	bs, models, err := buildBackends(cfg)
+	bs, models, err := buildBackends(cfg, log)
 	if err != nil {
 		return err
 	}

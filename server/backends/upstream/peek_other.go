@@ -1,6 +1,6 @@
 //go:build !unix
 
-package openai
+package upstream
 
 import "net"
 

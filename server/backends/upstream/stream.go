@@ -1,4 +1,4 @@
-package openai
+package upstream
 
 import (
 	"bufio"
@@ -32,7 +32,7 @@ const maxKeptBuffer = 1 << 20
 
 // errStreamClosed is the request's cancellation cause when the stream is
 // closed before its end.
-var errStreamClosed = errors.New("openai backend: stream closed")
+var errStreamClosed = errors.New("upstream backend: stream closed")
 
 // StreamChatCompletion sends req with stream on and
 // stream_options.include_usage on to <url>/chat/completions, and returns
@@ -44,6 +44,10 @@ var errStreamClosed = errors.New("openai backend: stream closed")
 // waits; the caller must Close it.
 func (b *Backend) StreamChatCompletion(ctx context.Context, req *flexwayv1.CreateChatCompletionRequest) (backends.ChunkStream, backends.Served, error) {
 	served := b.served(req.GetModel())
+	if b.wire != nil {
+		s, err := b.translatedStream(ctx, req, served)
+		return s, served, err
+	}
 	body, err := openaiwire.AppendChatCompletionRequest(nil, req, openaiwire.Upstream{Model: served.ModelSent, Stream: true})
 	if err != nil {
 		return nil, served, encodeError(err)
@@ -201,7 +205,7 @@ func (s *stream) readLine() ([]byte, error) {
 }
 
 var (
-	errEventTooLarge = errors.New("openai backend: SSE event over 64MiB")
+	errEventTooLarge = errors.New("upstream backend: SSE event over 64MiB")
 	dataField        = []byte("data")
 	eventField       = []byte("event")
 	doneData         = []byte("[DONE]")

@@ -1,7 +1,15 @@
-// Package openai is the `kind: openai` backend: an OpenAI-compatible HTTP
+// Package upstream is the shared upstream path of every backend Flexway
+// calls over HTTP: the `kind: openai` backend, an OpenAI-compatible
 // upstream (OpenAI itself, vLLM, llama.cpp's server, a cloud vendor's
 // compatible endpoint) that serves chat completions, streamed or not, and
-// embeddings.
+// embeddings; the `kind: relay` backend (below); and the kinds whose wire
+// format Flexway translates (anthropic, gemini, a2a), which are this same
+// backend with [Options.Wire]: the kind's package owns the translation
+// ([backends.Wire]: request, answer, stream decoder, error mapping), this
+// package owns everything else (TLS, the pool, timeouts, credentials, the
+// failure mapping below, Server-Sent Events through server/backends/sse)
+// and logs, once per name and never with its value, each request field a
+// wire format dropped.
 //
 // It exists so that the inference core sees one [backends.Backend] per
 // configured upstream and never deals with HTTP: a [Backend] builds each
@@ -42,6 +50,8 @@
 // under the declared names, besides the backend's own credentials and
 // client certificate.
 //
-// JSON encoding and decoding is package openaiwire's; this package only
-// moves bytes.
-package openai
+// JSON encoding and decoding is package openaiwire's, or the wire's; this
+// package only moves bytes. A translated backend's upstream 4xx (other
+// than 401 and 403) is mapped by its wire into OpenAI's envelope, keeping
+// the status and Retry-After.
+package upstream

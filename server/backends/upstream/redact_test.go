@@ -1,4 +1,4 @@
-package openai
+package upstream
 
 import (
 	"context"

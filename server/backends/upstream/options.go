@@ -1,9 +1,10 @@
-package openai
+package upstream
 
 import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -12,6 +13,7 @@ import (
 
 	"golang.org/x/net/http/httpguts"
 
+	"github.com/flexway/flexway/server/backends"
 	"github.com/flexway/flexway/server/backends/clienttls"
 )
 
@@ -99,6 +101,18 @@ type Options struct {
 	// Transport, optional and meant for tests, replaces the pooled
 	// transport New builds; TLS is then validated but not applied.
 	Transport http.RoundTripper
+	// Wire, set for kinds anthropic, gemini and a2a, is the backend's
+	// wire format: requests are translated by it and posted to URL plus
+	// its path, answers and errors decoded by it. Nil is OpenAI's own
+	// format, sent to URL/chat/completions and URL/embeddings.
+	Wire backends.Wire
+	// Header, optional, is sent with every request (anthropic-version for
+	// kind anthropic). Names the backend sets itself are refused, as for
+	// Auth.Header; values must be valid header values.
+	Header http.Header
+	// Log receives the once-per-field-name notice of request fields a
+	// Wire dropped; nil is slog.Default().
+	Log *slog.Logger
 }
 
 // The values of [Options.MeteredBy].
@@ -174,7 +188,7 @@ var reservedHeaders = map[string]bool{
 // secret.
 func New(o Options) (*Backend, error) {
 	if o.Name == "" {
-		return nil, errors.New("openai backend: name is required")
+		return nil, errors.New("upstream backend: name is required")
 	}
 	fail := func(format string, args ...any) error {
 		return fmt.Errorf("backend %q: "+format, append([]any{o.Name}, args...)...)
@@ -215,6 +229,28 @@ func New(o Options) (*Backend, error) {
 	}
 	if err := b.setAuth(o.Auth); err != nil {
 		return nil, fail("auth: %w", err)
+	}
+	if o.Wire != nil {
+		log := o.Log
+		if log == nil {
+			log = slog.Default()
+		}
+		b.wire = &translated{wire: o.Wire, base: base, log: log}
+	}
+	for k, vs := range o.Header {
+		ck := http.CanonicalHeaderKey(k)
+		if !validHeaderName(k) || reservedHeaders[ck] {
+			return nil, fail("header %q cannot be set", k)
+		}
+		for _, v := range vs {
+			if !validHeaderValue(v) {
+				return nil, fail("header %s: a value contains a character not allowed in a header", ck)
+			}
+		}
+		if b.header == nil {
+			b.header = http.Header{}
+		}
+		b.header[ck] = append([]string(nil), vs...)
 	}
 	if err := b.setIdentityHeaders(o.IdentityHeaders); err != nil {
 		return nil, fail("identity_headers: %w", err)

@@ -1,4 +1,4 @@
-package openai
+package upstream
 
 import (
 	"bytes"
@@ -32,11 +32,13 @@ type upstream struct {
 
 // seenRequest is what the upstream saw of one request.
 type seenRequest struct {
-	Path   string
-	Header http.Header
-	Body   map[string]any
-	Proto  int // major HTTP version
-	Client string
+	Path string
+	// RawPath is the escaped path as sent, and Query the raw query.
+	RawPath, Query string
+	Header         http.Header
+	Body           map[string]any
+	Proto          int // major HTTP version
+	Client         string
 }
 
 // newUpstream starts a plain-HTTP upstream running h.
@@ -54,7 +56,7 @@ func newUnstartedUpstream(t testing.TB, h http.HandlerFunc) *upstream {
 	u := &upstream{}
 	u.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		seen := seenRequest{Path: r.URL.Path, Header: r.Header.Clone(), Proto: r.ProtoMajor}
+		seen := seenRequest{Path: r.URL.Path, RawPath: r.URL.EscapedPath(), Query: r.URL.RawQuery, Header: r.Header.Clone(), Proto: r.ProtoMajor}
 		_ = json.Unmarshal(body, &seen.Body)
 		if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 {
 			seen.Client = r.TLS.PeerCertificates[0].Subject.CommonName

@@ -1,4 +1,4 @@
-package openai
+package upstream
 
 import (
 	"bytes"
@@ -55,6 +55,12 @@ type Backend struct {
 	// meteredBy is MeteredLocal or MeteredUpstream.
 	meteredBy string
 
+	// header holds Options.Header, sent with every request.
+	header http.Header
+	// wire is set for a backend whose wire format is translated
+	// (Options.Wire); nil for OpenAI's own.
+	wire *translated
+
 	client    *http.Client
 	transport *http.Transport // nil when Options.Transport was given
 }
@@ -97,6 +103,10 @@ func (b *Backend) served(requested string) backends.Served {
 // to 64 MiB.
 func (b *Backend) CreateChatCompletion(ctx context.Context, req *flexwayv1.CreateChatCompletionRequest) (*flexwayv1.ChatCompletion, backends.Served, error) {
 	served := b.served(req.GetModel())
+	if b.wire != nil {
+		resp, err := b.translatedChat(ctx, req, served)
+		return resp, served, err
+	}
 	body, err := openaiwire.AppendChatCompletionRequest(nil, req, openaiwire.Upstream{Model: served.ModelSent})
 	resp, err := postJSON(ctx, b, b.chatURL, body, err, "choices", openaiwire.ParseChatCompletion, "an unreadable completion")
 	return resp, served, err
@@ -107,6 +117,10 @@ func (b *Backend) CreateChatCompletion(ctx context.Context, req *flexwayv1.Creat
 // [Backend.CreateChatCompletion] does for a completion.
 func (b *Backend) CreateEmbedding(ctx context.Context, req *flexwayv1.CreateEmbeddingRequest) (*flexwayv1.CreateEmbeddingResponse, backends.Served, error) {
 	served := b.served(req.GetModel())
+	if b.wire != nil {
+		resp, err := b.translatedEmbedding(ctx, req, served)
+		return resp, served, err
+	}
 	body, err := openaiwire.AppendEmbeddingRequest(nil, req, served.ModelSent)
 	resp, err := postJSON(ctx, b, b.embeddingsURL, body, err, "data", openaiwire.ParseEmbeddingResponse, "unreadable embeddings")
 	return resp, served, err
@@ -196,10 +210,10 @@ func encodeError(err error) error {
 // Causes of a request context's cancellation, told apart by
 // context.Cause.
 var (
-	errHeaderTimeout = errors.New("openai backend: timeout awaiting response headers")
-	errIdleTimeout   = errors.New("openai backend: idle timeout reading the answer")
-	errDrainTimeout  = errors.New("openai backend: timeout draining the answer")
-	errReleased      = errors.New("openai backend: exchange released")
+	errHeaderTimeout = errors.New("upstream backend: timeout awaiting response headers")
+	errIdleTimeout   = errors.New("upstream backend: idle timeout reading the answer")
+	errDrainTimeout  = errors.New("upstream backend: timeout draining the answer")
+	errReleased      = errors.New("upstream backend: exchange released")
 )
 
 // exchange is one upstream request whose response headers arrived.
@@ -238,6 +252,9 @@ func (b *Backend) send(ctx context.Context, url string, body []byte, accept stri
 		"Content-Type": {"application/json"},
 		"Accept":       {accept},
 		"User-Agent":   {b.userAgent},
+	}
+	for k, v := range b.header {
+		req.Header[k] = v
 	}
 	if authName != "" {
 		req.Header[authName] = []string{authValue}
