@@ -135,6 +135,9 @@ type testBackend struct {
 	Timeout, IdleTimeout string
 	// CircuitBreaker in YAML flow form, e.g. "{failures: 5, open_for: 30s}".
 	CircuitBreaker string
+	// Extra is more YAML lines under the backend, indented six spaces
+	// (api_version, max_output_tokens, a price with cache tiers...).
+	Extra string
 }
 
 // acmeBot is the demo key's entry: tenant acme, agent bot (demoKey).
@@ -283,6 +286,7 @@ func (c testConfig) yaml() string {
 		line("      ", "timeout", be.Timeout)
 		line("      ", "idle_timeout", be.IdleTimeout)
 		line("      ", "circuit_breaker", be.CircuitBreaker)
+		writeLines(&b, be.Extra)
 	}
 	writeLines(&b, c.AI)
 	if c.AuditPath != "" {
