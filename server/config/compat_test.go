@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"io/fs"
+	"maps"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -345,7 +346,7 @@ func TestCompatFilesLoad(t *testing.T) {
 		b := cfg.AI.Backends
 		claude, gem, embed, agentx := b["claude"], b["gem"], b["gem-embed"], b["agentx"]
 		runChecks(t, []check{
-			{"backends", sortedNames(b), []string{"agentx", "cheap", "claude", "embedder", "gem", "gem-embed", "main", "ocr", "onprem", "peer"}},
+			{"backends", slices.Sorted(maps.Keys(b)), []string{"agentx", "cheap", "claude", "embedder", "gem", "gem-embed", "main", "ocr", "onprem", "peer"}},
 			{"main.kind", b["main"].Kind, config.KindOpenAI},
 			{"cheap.kind (defaulted)", b["cheap"].Kind, config.KindOpenAI},
 			{"peer.kind", b["peer"].Kind, config.KindRelay},
@@ -383,16 +384,6 @@ func TestCompatFilesLoad(t *testing.T) {
 			{"agentx.external (defaulted)", agentx.IsExternal(), true},
 		})
 	})
-}
-
-// sortedNames returns the backends' names in order.
-func sortedNames(m map[string]config.Backend) []string {
-	names := make([]string, 0, len(m))
-	for name := range m {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	return names
 }
 
 func sha256Of(s string) [32]byte { return sha256.Sum256([]byte(s)) }
