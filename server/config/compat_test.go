@@ -5,8 +5,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"io/fs"
+	"maps"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -325,6 +327,61 @@ func TestCompatFilesLoad(t *testing.T) {
 			{"api_keys[0].hash", cfg.Identity.APIKeys[0].Hash(), sha256.Sum256([]byte("direct-key"))},
 			{"acme agents", len(cfg.AI.Tenants["acme"].Agents), 1},
 			{"ai.backend (the only backend)", cfg.AI.Backend, "model"},
+		})
+	})
+
+	t.Run("ai-backends", func(t *testing.T) {
+		for k, v := range map[string]string{"MAIN_TOKEN": "main-token", "CHEAP_KEY": "cheap-key", "PEER_KEY": "peer-key",
+			"CLAUDE_KEY": "claude-key", "GEMINI_KEY": "gemini-key", "AGENTX_KEY": "agentx-key"} {
+			t.Setenv(k, v)
+		}
+		cfg, warnings, err := config.LoadWithTokenFiles(filepath.Join(compatDir, "ai-backends.yaml"), mounted)
+		if err != nil {
+			t.Fatalf("Load: %v", err)
+		}
+		// claude's cache_write is one Anthropic reports; gem sets none.
+		if len(warnings) != 0 {
+			t.Errorf("warnings: %v", warnings)
+		}
+		b := cfg.AI.Backends
+		claude, gem, embed, agentx := b["claude"], b["gem"], b["gem-embed"], b["agentx"]
+		runChecks(t, []check{
+			{"backends", slices.Sorted(maps.Keys(b)), []string{"agentx", "cheap", "claude", "embedder", "gem", "gem-embed", "main", "ocr", "onprem", "peer"}},
+			{"main.kind", b["main"].Kind, config.KindOpenAI},
+			{"cheap.kind (defaulted)", b["cheap"].Kind, config.KindOpenAI},
+			{"peer.kind", b["peer"].Kind, config.KindRelay},
+			{"ocr.kind", b["ocr"].Kind, config.KindGRPC},
+
+			{"claude.kind", claude.Kind, config.KindAnthropic},
+			{"claude.url", claude.URL, "https://anthropic.example.com"},
+			{"claude.auth", []any{claude.Auth.Type, claude.Auth.Name, resolve(t, claude.Auth.Secret)}, []any{config.AuthHeader, "x-api-key", "claude-key"}},
+			{"claude.api_version", claude.APIVersion, "2023-06-01"},
+			{"claude.max_output_tokens", claude.MaxOutputTokens, int64(64000)},
+			{"claude.betas", claude.Betas, []string{"interleaved-thinking-2025-05-14"}},
+			{"claude.price", []int64{claude.Price.InputNanoEURPerMTok(), claude.Price.OutputNanoEURPerMTok(),
+				claude.Price.CacheReadNanoEURPerMTok(), claude.Price.CacheWriteNanoEURPerMTok(), claude.Price.PerCallNanoEUR()},
+				[]int64{3_000_000_000, 15_000_000_000, 300_000_000, 3_750_000_000, 0}},
+			{"claude.capabilities", claude.Capabilities, []config.Capability{config.CapabilityChat, config.CapabilityVision}},
+			{"claude.fallback (across wire formats)", claude.Fallback, []string{"main"}},
+
+			{"gem.kind", gem.Kind, config.KindGemini},
+			{"gem.url", gem.URL, "https://gemini.example.com/v1beta"},
+			{"gem.auth.name", gem.Auth.Name, "x-goog-api-key"},
+			{"gem.api_version (anthropic only)", gem.APIVersion, ""},
+			{"gem.max_output_tokens (anthropic only)", gem.MaxOutputTokens, int64(0)},
+			{"gem.price", []any{gem.Price.InputNanoEURPerMTok(), gem.Price.CacheReadNanoEURPerMTok(), gem.Price.CacheWrite},
+				[]any{int64(300_000_000), int64(75_000_000), (*float64)(nil)}},
+			{"gem.cache_write (unset: input)", gem.Price.CacheWriteNanoEURPerMTok(), int64(300_000_000)},
+			{"gem-embed.capabilities", embed.Capabilities, []config.Capability{config.CapabilityEmbeddings}},
+			{"gem-embed.default_model", embed.DefaultModel, "gemini-embedding-001"},
+
+			{"agentx.kind", agentx.Kind, config.KindA2A},
+			{"agentx.url", agentx.URL, "https://agents.example.com/a2a"},
+			{"agentx.auth", []any{agentx.Auth.Type, resolve(t, agentx.Auth.Secret)}, []any{config.AuthBearer, "agentx-key"}},
+			{"agentx.capabilities (defaulted)", agentx.Capabilities, []config.Capability{config.CapabilityChat}},
+			{"agentx.price", []any{agentx.Price.PerCallNanoEUR(), agentx.Price.InputNanoEURPerMTok(), agentx.Price.IsZero()},
+				[]any{int64(2_000_000), int64(0), false}},
+			{"agentx.external (defaulted)", agentx.IsExternal(), true},
 		})
 	})
 }

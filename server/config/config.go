@@ -290,9 +290,14 @@ func (v Vision) DataURIsAllowed() bool { return v.AllowDataURIs == nil || *v.All
 type Backend struct {
 	// Kind is openai (the default), relay, grpc, anthropic, gemini or a2a.
 	Kind BackendKind `yaml:"kind"`
-	// URL is the base URL (http or https) for openai and relay, e.g.
-	// https://llm.example.com/v1; a gRPC target (dns:///host:port or
-	// host:port) for grpc. Required.
+	// URL is the base URL (http or https) for openai and relay (e.g.
+	// https://llm.example.com/v1), anthropic (https://api.anthropic.com:
+	// the kind adds /v1/messages), gemini
+	// (https://generativelanguage.googleapis.com/v1beta: the kind adds
+	// /models/{model}:...) and a2a (the agent's JSON-RPC endpoint); a gRPC
+	// target (dns:///host:port or host:port) for grpc. Required. It carries
+	// no credential: no user info, no query parameter named like one
+	// (Gemini's ?key= included: use auth type header, name x-goog-api-key).
 	URL string `yaml:"url"`
 	// Auth is how the backend authenticates Flexway.
 	Auth Auth `yaml:"auth"`
@@ -305,8 +310,10 @@ type Backend struct {
 	DefaultModel string `yaml:"default_model"`
 	// Price is the backend's price per million tokens.
 	Price Price `yaml:"price"`
-	// Capabilities are what the backend serves; default [chat] for openai
-	// and relay, none for grpc.
+	// Capabilities are what the backend serves; default [chat] for every
+	// kind but grpc, which lists none. openai, relay and gemini may list
+	// chat, vision and embeddings; anthropic and a2a chat and vision (an
+	// agent that takes images declares vision). See [BackendKind.Serves].
 	Capabilities []Capability `yaml:"capabilities"`
 	// External, nil meaning true, says the backend is outside the
 	// organisation: never used for a sensitive call. Read it with
@@ -332,15 +339,20 @@ type Backend struct {
 	// IdentityHeaders, for kind relay only, names the headers under which
 	// the caller's identity is sent; zero sends none.
 	IdentityHeaders IdentityHeaders `yaml:"identity_headers"`
-	// APIVersion, for kind anthropic only, is sent as anthropic-version.
-	// Default 2023-06-01.
+	// APIVersion, for kind anthropic only, is sent as anthropic-version
+	// (https://docs.anthropic.com/en/api/versioning): a valid header value,
+	// a date like 2023-06-01 (another shape is warned about). Default
+	// 2023-06-01 when the key is absent; written empty, it is an error.
 	APIVersion string `yaml:"api_version"`
 	// Betas, for kind anthropic only, are the anthropic-beta values a
-	// caller may pass through (Anthropic's own header names them).
+	// caller may pass through (Anthropic's own header names them,
+	// https://docs.anthropic.com/en/api/beta-headers): each one non-empty
+	// header token (no space, no comma: one beta per entry), no duplicate.
 	Betas []string `yaml:"betas"`
 	// MaxOutputTokens, for kind anthropic only, is sent as max_tokens, in
 	// tokens, when the caller sets neither max_tokens nor
-	// max_completion_tokens: the Messages API requires it. Default 4096.
+	// max_completion_tokens: the Messages API requires it. Positive;
+	// default 4096 when the key is absent (written as 0, it is an error).
 	MaxOutputTokens int64 `yaml:"max_output_tokens"`
 }
 
@@ -394,14 +406,18 @@ type Price struct {
 	// CacheRead, optional, is euros per million input tokens read from the
 	// provider's prompt cache (OpenAI's prompt_tokens_details.cached_tokens,
 	// Anthropic's cache_read_input_tokens, Gemini's
-	// cachedContentTokenCount); nil prices them at Input.
+	// cachedContentTokenCount); nil prices them at Input. Kind a2a reports
+	// no tokens: set there, it is warned about.
 	CacheRead *float64 `yaml:"cache_read"`
 	// CacheWrite, optional, is euros per million input tokens written to
 	// the provider's prompt cache (Anthropic's
-	// cache_creation_input_tokens); nil prices them at Input.
+	// cache_creation_input_tokens, which an OpenAI-compatible upstream
+	// such as LiteLLM, or a Flexway relay, may pass on); nil prices them
+	// at Input. Kinds gemini and a2a never report cache writes: set there,
+	// it is warned about.
 	CacheWrite *float64 `yaml:"cache_write"`
 	// PerCall is euros per call served, on top of the token prices: what
-	// an a2a agent, which reports no tokens, charges.
+	// an a2a agent, which reports no tokens, charges. Zero by default.
 	PerCall float64 `yaml:"per_call"`
 }
 

@@ -46,12 +46,12 @@ func loadFile(path string, canOpen func(path string) error) (*Config, Problems, 
 func load(name, dir string, data []byte, canOpen func(path string) error) (*Config, Problems, error) {
 	c := new(Config)
 	c.setDefaults()
-	d := decoder{lines: map[string]int{}}
+	d := decoder{lines: map[string]int{}, nulls: map[string]bool{}}
 	if err := d.decodeDocument(data, c); err != nil {
 		line, err := yamlSyntaxError(err)
 		return nil, nil, Problems{{File: name, Line: line, Err: err}}
 	}
-	c.deriveDefaults()
+	c.deriveDefaults(d.written)
 	c.resolvePaths(dir)
 
 	var col collector
@@ -149,7 +149,8 @@ func (c *Config) checkTokenFiles(col *collector, canOpen func(path string) error
 type decoder struct {
 	lines    map[string]int // key path → line of the key (or list item)
 	problems Problems
-	failed   []string // key paths whose value did not decode
+	failed   []string        // key paths whose value did not decode
+	nulls    map[string]bool // key paths written as null ("key:"): left at their default
 }
 
 func (d *decoder) decodeDocument(data []byte, c *Config) error {
@@ -198,6 +199,12 @@ func (d *decoder) failedUnder(path string) bool {
 	return false
 }
 
+// written reports whether the file wrote a value (not null) at key path.
+func (d *decoder) written(path string) bool {
+	_, ok := d.lines[path]
+	return ok && !d.nulls[path]
+}
+
 // lineOf returns the line of path, or of its nearest enclosing key that
 // the file has; 0 when none.
 func (d *decoder) lineOf(path string) int {
@@ -225,6 +232,7 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" {
 		// "key:" or "key: null" unsets pointers, maps and lists, and leaves
 		// any other field at its default.
+		d.nulls[path] = true
 		switch v.Kind() {
 		case reflect.Pointer, reflect.Map, reflect.Slice:
 			v.SetZero()

@@ -25,6 +25,8 @@ const (
 	defaultBreakerFailures       = 5
 	defaultBreakerOpenFor        = Duration(30 * time.Second)
 	defaultPromptOverheadTokens  = 32
+	defaultAnthropicVersion      = "2023-06-01"
+	defaultAnthropicMaxOutput    = 4096
 )
 
 // defaulter is a type whose zero fields have defaults independent of its
@@ -40,8 +42,9 @@ type defaulter interface{ setDefaults() }
 // vision limits (8MiB, 24MiB, 2048 tokens per image), audit path
 // (./flexway-data/audit.jsonl), and per backend kind openai, auth none,
 // capabilities [chat] (none for grpc), timeouts 60s and 30s, circuit
-// breaker 5 failures for 30s, prompt_overhead_tokens 32, metering local; ai.backend becomes the only
-// backend when exactly one exists. Optional booleans (external,
+// breaker 5 failures for 30s, prompt_overhead_tokens 32, metering local,
+// and for kind anthropic api_version 2023-06-01 and max_output_tokens 4096;
+// ai.backend becomes the only backend when exactly one exists. Optional booleans (external,
 // allow_data_uris, prometheus) stay nil, which their accessors read as true.
 //
 // [Load] calls the same defaults before decoding instead, so there an
@@ -53,7 +56,7 @@ func (c *Config) ApplyDefaults() {
 		b.setDefaults()
 		c.AI.Backends[name] = b
 	}
-	c.deriveDefaults()
+	c.deriveDefaults(func(string) bool { return false })
 }
 
 func (c *Config) setDefaults() {
@@ -86,8 +89,11 @@ func (b *Backend) setDefaults() {
 }
 
 // deriveDefaults sets the defaults that depend on other fields; Load runs
-// it after decoding.
-func (c *Config) deriveDefaults() {
+// it after decoding. written reports whether the file wrote the key at a
+// path (always false for a Config built in code): a default that depends
+// on the kind cannot be set before decoding, so this is how an explicit
+// zero (api_version: "", max_output_tokens: 0) stays visible to validation.
+func (c *Config) deriveDefaults(written func(path string) bool) {
 	switch s := &c.AI.Budget.Store; s.Type {
 	case StoreEmbedded:
 		setZero(&s.Path, defaultStorePath)
@@ -97,8 +103,17 @@ func (c *Config) deriveDefaults() {
 	for name, b := range c.AI.Backends {
 		if b.Capabilities == nil && b.Kind != KindGRPC {
 			b.Capabilities = []Capability{CapabilityChat}
-			c.AI.Backends[name] = b
 		}
+		if b.Kind == KindAnthropic {
+			path := keyPath("ai.backends", name)
+			if b.APIVersion == "" && !written(path+".api_version") {
+				b.APIVersion = defaultAnthropicVersion
+			}
+			if b.MaxOutputTokens == 0 && !written(path+".max_output_tokens") {
+				b.MaxOutputTokens = defaultAnthropicMaxOutput
+			}
+		}
+		c.AI.Backends[name] = b
 	}
 	if c.AI.Backend == "" && len(c.AI.Backends) == 1 {
 		for name := range c.AI.Backends {

@@ -14,7 +14,10 @@
 //     decode error of the file is reported, not just the first;
 //  2. defaults (see [Config.ApplyDefaults]); Load applies the field defaults
 //     before decoding, so an explicit zero (`timeout: 0s`) stays visible to
-//     validation instead of being silently replaced;
+//     validation instead of being silently replaced; the defaults that
+//     depend on another key (a kind: anthropic backend's api_version and
+//     max_output_tokens) are set after decoding, to keys the file does not
+//     write;
 //  3. relative paths resolved against the directory of the file;
 //  4. secrets resolved: API keys, relay keys, server.admin_key,
 //     audit.hash_key and backend auth secrets are read once, at load; a

@@ -14,15 +14,21 @@ const (
 	// as raw frames; it serves no chat, vision or embeddings.
 	KindGRPC BackendKind = "grpc"
 	// KindAnthropic speaks Anthropic's Messages API (POST {url}/v1/messages
-	// and its Server-Sent Events), translated from and to the OpenAI
-	// surface.
+	// and its Server-Sent Events,
+	// https://docs.anthropic.com/en/api/messages), translated from and to
+	// the OpenAI surface; it serves chat and vision, and alone reads
+	// api_version, betas and max_output_tokens.
 	KindAnthropic BackendKind = "anthropic"
 	// KindGemini speaks Gemini's generateContent and
 	// streamGenerateContent?alt=sse ({url}/models/{model}:...), and
-	// batchEmbedContents for embeddings.
+	// batchEmbedContents for embeddings
+	// (https://ai.google.dev/api/generate-content); it serves chat, vision
+	// and embeddings.
 	KindGemini BackendKind = "gemini"
 	// KindA2A is an A2A agent, spoken to with JSON-RPC 2.0 message/send
-	// and message/stream (SSE) at {url}.
+	// and message/stream (SSE) at {url}
+	// (https://a2a-protocol.org/latest/specification/); it serves chat
+	// (and vision, for an agent that takes images), never embeddings.
 	KindA2A BackendKind = "a2a"
 )
 
@@ -35,6 +41,21 @@ func (k BackendKind) Translated() bool {
 // Inference reports whether k serves chat, vision or embeddings calls
 // Flexway makes itself: every kind but grpc.
 func (k BackendKind) Inference() bool { return k.Valid() && k != KindGRPC }
+
+// Serves reports whether a backend of kind k can list capability c:
+// openai, relay and gemini serve chat, vision and embeddings (gemini's
+// through batchEmbedContents); anthropic and a2a chat and vision only
+// (Anthropic has no embeddings endpoint, an A2A agent answers messages);
+// grpc and an unknown kind none.
+func (k BackendKind) Serves(c Capability) bool {
+	switch k {
+	case KindOpenAI, KindRelay, KindGemini:
+		return c.Valid()
+	case KindAnthropic, KindA2A:
+		return c == CapabilityChat || c == CapabilityVision
+	}
+	return false
+}
 
 // Valid reports whether k is one of the kinds above.
 func (k BackendKind) Valid() bool {
@@ -82,6 +103,10 @@ const (
 	// CapabilityEmbeddings is /v1/embeddings.
 	CapabilityEmbeddings Capability = "embeddings"
 )
+
+// allCapabilities are the capabilities above, in the order messages list
+// them.
+var allCapabilities = []Capability{CapabilityChat, CapabilityVision, CapabilityEmbeddings}
 
 // Valid reports whether c is one of the capabilities above.
 func (c Capability) Valid() bool {

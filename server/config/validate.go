@@ -30,7 +30,16 @@ import (
 // Relay backends: identity_headers only on a kind: relay backend, and with
 // agent or sensitive named, tenant too.
 //
-// Warnings: a default_model not in models; a relay metered locally
+// Kinds: a capability the kind cannot serve (embeddings on anthropic or
+// a2a); api_version, betas or max_output_tokens on a kind other than
+// anthropic; on anthropic, an empty or non-header api_version, an empty,
+// non-token or duplicate beta, a max_output_tokens not positive. A
+// fallback may cross wire formats (openai, relay, anthropic, gemini, a2a),
+// never to or from grpc.
+//
+// Warnings: a default_model not in models; a cache_write price on gemini
+// or a2a, a cache_read price on a2a (never reported, never applied); an
+// anthropic api_version that is not a date; a relay metered locally
 // (consumption is counted by both gateways); max_image_bytes above max_body_bytes; a redis URL with
 // an inline password; a tenant or agent sensitive by configuration whose
 // calls route to an external backend while ai.sensitive_backend is not set

@@ -13,7 +13,6 @@ func (b Backend) validate(col *collector, name string, all map[string]Backend) {
 	if name == "" {
 		col.errorf(path, "a backend needs a name")
 	}
-	inference := b.Kind == KindOpenAI || b.Kind == KindRelay
 	if !b.Kind.Valid() {
 		col.errorf(path+".kind", "unknown kind %q: want openai, relay, grpc, anthropic, gemini or a2a", b.Kind)
 	}
@@ -43,6 +42,7 @@ func (b Backend) validate(col *collector, name string, all map[string]Backend) {
 
 	checkEUR(col, path+".price.input", b.Price.Input)
 	checkEUR(col, path+".price.output", b.Price.Output)
+	b.checkKindKeys(col, path)
 
 	if b.Kind == KindGRPC {
 		// The proxy applies neither: say so rather than let them mislead.
@@ -56,7 +56,7 @@ func (b Backend) validate(col *collector, name string, all map[string]Backend) {
 	switch {
 	case b.Kind == KindGRPC && len(b.Capabilities) > 0:
 		col.errorf(path+".capabilities", "kind grpc serves no chat, vision or embeddings: remove capabilities")
-	case inference && len(b.Capabilities) == 0:
+	case b.Kind.Inference() && len(b.Capabilities) == 0:
 		col.errorf(path+".capabilities", "at least one of chat, vision or embeddings is required")
 	}
 	seenCap := map[Capability]bool{}
@@ -67,6 +67,8 @@ func (b Backend) validate(col *collector, name string, all map[string]Backend) {
 			col.errorf(cpath, "unknown capability %q: want chat, vision or embeddings", c)
 		case seenCap[c]:
 			col.errorf(cpath, "duplicate capability %s", c)
+		default:
+			b.checkCapability(col, cpath, c)
 		}
 		seenCap[c] = true
 	}
@@ -112,7 +114,7 @@ func (b Backend) validate(col *collector, name string, all map[string]Backend) {
 	}
 	switch h := b.IdentityHeaders; {
 	case !h.IsZero() && b.Kind != KindRelay && b.Kind != KindGRPC:
-		col.errorf(path+".identity_headers", "only a kind: relay or kind: grpc backend receives the caller's identity")
+		col.errorf(path+".identity_headers", "only a kind: relay or kind: grpc backend receives the caller's identity; this one is kind %s", b.Kind)
 	case !h.IsZero() && h.Tenant == "":
 		// The peer refuses a relay's call that passes no tenant.
 		col.errorf(path+".identity_headers.tenant", "required with agent or sensitive: the peer needs the header carrying the caller's tenant")
@@ -125,12 +127,12 @@ func (b Backend) validate(col *collector, name string, all map[string]Backend) {
 	checkHeaders(col, path+".identity_headers", b.IdentityHeaders)
 }
 
-// checkURL checks the backend's URL: http(s) for openai and relay, a gRPC
-// target (scheme:///name or host:port) for grpc; bpath is the backend's key
-// path. An http(s) URL carries no credential (no user info, no query
-// parameter named like one), and a tls block needs it to be https. The
-// backend checks the URL again when built; here every problem gets its
-// line. Messages never repeat user info or a query.
+// checkURL checks the backend's URL: http(s) for openai, relay, anthropic,
+// gemini and a2a, a gRPC target (scheme:///name or host:port) for grpc;
+// bpath is the backend's key path. An http(s) URL carries no credential
+// (no user info, no query parameter named like one), and a tls block needs
+// it to be https. The backend checks the URL again when built; here every
+// problem gets its line. Messages never repeat user info or a query.
 func (b Backend) checkURL(col *collector, bpath string) {
 	path := bpath + ".url"
 	if b.URL == "" {
@@ -139,7 +141,7 @@ func (b Backend) checkURL(col *collector, bpath string) {
 	}
 	u, err := url.Parse(b.URL)
 	switch b.Kind {
-	case KindOpenAI, KindRelay:
+	case KindOpenAI, KindRelay, KindAnthropic, KindGemini, KindA2A:
 		switch {
 		case err != nil:
 			col.errorf(path, "the value is not an http or https URL: it does not parse")
@@ -151,8 +153,8 @@ func (b Backend) checkURL(col *collector, bpath string) {
 			col.errorf(path, "user info is not allowed in a URL; use auth")
 		}
 		if names := credentialParams(u.RawQuery); len(names) > 0 {
-			col.errorf(path, "query parameter %s: credentials may not be written in a URL query; use auth (type header or bearer) with a secret reference",
-				strings.Join(names, ", "))
+			col.errorf(path, "query parameter %s: credentials may not be written in a URL query; use auth (%s) with a secret reference",
+				strings.Join(names, ", "), authHint[b.Kind])
 		}
 		if u.Scheme == "http" && b.TLS != (BackendTLS{}) {
 			col.errorf(bpath+".tls", "tls needs an https url")
@@ -165,6 +167,19 @@ func (b Backend) checkURL(col *collector, bpath string) {
 			col.errorf(path, "%q is not a gRPC target: want dns:///host:port or host:port", b.URL)
 		}
 	}
+}
+
+// authHint is the auth a kind's upstream takes its key in, for the
+// message about a credential written in a URL query: Gemini's examples
+// write ?key=..., which its x-goog-api-key header replaces
+// (https://ai.google.dev/gemini-api/docs/api-key), and Anthropic's is
+// x-api-key (https://docs.anthropic.com/en/api/overview).
+var authHint = map[BackendKind]string{
+	KindOpenAI:    "type header or bearer",
+	KindRelay:     "type header or bearer",
+	KindA2A:       "type header or bearer",
+	KindAnthropic: "type header, name x-api-key",
+	KindGemini:    "type header, name x-goog-api-key",
 }
 
 // shownURL is u as a message may show it: scheme, host and path, without

@@ -1,7 +1,6 @@
 package config_test
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -81,13 +80,7 @@ func TestValidConfigHasNoProblem(t *testing.T) {
 }
 
 func TestValidate(t *testing.T) {
-	tests := []struct {
-		name        string
-		edit        func(c *config.Config)
-		wantPath    string
-		wantText    string
-		wantWarning bool
-	}{
+	tests := []validateCase{
 		// Version and server.
 		{name: "version other than 1", edit: func(c *config.Config) { c.Version = 2 },
 			wantPath: "version", wantText: "unsupported version 2"},
@@ -360,34 +353,7 @@ func TestValidate(t *testing.T) {
 			c.AI.Budget.Store = config.Store{Type: config.StoreRedis, URL: "redis://:pw@127.0.0.1:6379/0"}
 		}, wantPath: "ai.budget.store.url", wantText: "inline password", wantWarning: true},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			c := validConfig(t)
-			tt.edit(c)
-			warnings, err := c.Validate()
-			var errs config.Problems
-			if err != nil && !errors.As(err, &errs) {
-				t.Fatalf("Validate error is %T, want config.Problems", err)
-			}
-			got := errs
-			if tt.wantWarning {
-				if err != nil {
-					t.Errorf("a warning alone must not fail validation: %v", err)
-				}
-				got = warnings
-			}
-			p := findProblem(t, got, tt.wantPath)
-			if p.Warning != tt.wantWarning {
-				t.Errorf("Warning = %v, want %v", p.Warning, tt.wantWarning)
-			}
-			if !strings.Contains(p.Error(), tt.wantText) {
-				t.Errorf("Error() = %q, want it to contain %q", p.Error(), tt.wantText)
-			}
-			if tt.wantWarning && !strings.HasPrefix(p.Error(), "warning: ") {
-				t.Errorf("Error() = %q, want a warning: prefix", p.Error())
-			}
-		})
-	}
+	runValidateCases(t, validConfig, tests)
 }
 
 // The reference's own rule: a default backend is needed only when there is
