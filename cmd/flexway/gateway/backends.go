@@ -161,11 +161,8 @@ func buildBackends(cfg *config.Config, log *slog.Logger) (map[string]backends.Ba
 			h := b.IdentityHeaders
 			o.IdentityHeaders = upstream.IdentityHeaders{Tenant: h.Tenant, Agent: h.Agent, Sensitive: h.Sensitive}
 		case config.KindAnthropic:
-			version := b.APIVersion
-			if version == "" {
-				version = anthropicVersion
-			}
-			o.Header = http.Header{"Anthropic-Version": {version}}
+			// api_version defaults to 2023-06-01 at load.
+			o.Header = http.Header{"Anthropic-Version": {b.APIVersion}}
 			o.Wire = anthropic.Wire{Options: anthropic.Options{MaxOutputTokens: b.MaxOutputTokens}}
 		case config.KindGemini:
 			o.Wire = gemini.Wire{}
@@ -181,8 +178,3 @@ func buildBackends(cfg *config.Config, log *slog.Logger) (map[string]backends.Ba
 	}
 	return bs, models, nil
 }
-
-// anthropicVersion is the anthropic-version sent when api_version is not
-// set: the Messages API's current one
-// (https://docs.anthropic.com/en/api/versioning).
-const anthropicVersion = "2023-06-01"
