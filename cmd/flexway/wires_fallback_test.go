@@ -131,4 +131,3 @@ func TestAnthropicCutStreamChargedAsCut(t *testing.T) {
 		t.Errorf("a cut stream is charged for what was sent: %v", line)
 	}
 }
-

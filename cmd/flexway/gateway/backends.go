@@ -10,9 +10,9 @@ import (
 
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
 	"github.com/flexway/flexway/server/backends"
-	"github.com/flexway/flexway/server/backends/breaker"
 	"github.com/flexway/flexway/server/backends/a2a"
 	"github.com/flexway/flexway/server/backends/anthropic"
+	"github.com/flexway/flexway/server/backends/breaker"
 	"github.com/flexway/flexway/server/backends/gemini"
 	"github.com/flexway/flexway/server/backends/upstream"
 	"github.com/flexway/flexway/server/config"
