@@ -46,12 +46,11 @@ func usage(t *testing.T, led *ledger.Ledger) (tokens, nano ledger.CapUsage) {
 	return us[0], us[1]
 }
 
-// TestSettleChargesCacheTiers: a served call is charged its uncached
-// input at input, its cache reads at cache_read, its writes at
-// cache_write, its output and the per-call price; the token cap counts
-// every input token; the reservation held the input at the dearest tier
-// plus the per-call price.
-func TestSettleChargesCacheTiers(t *testing.T) {
+// reserveTiered reserves a chat call of acme on main at tieredPrice; it
+// returns the call's state, its reservation, the estimate reserved and
+// the ledger.
+func reserveTiered(t *testing.T) (*call.State, metering.Reservation, metering.Estimate, *ledger.Ledger) {
+	t.Helper()
 	m, led := cappedMeter(t, metering.Config{Prices: map[string]ledger.Price{"main": tieredPrice}})
 	st := &call.State{Tenant: "acme"}
 	req := chatRequest()
@@ -60,6 +59,16 @@ func TestSettleChargesCacheTiers(t *testing.T) {
 		t.Fatal(err)
 	}
 	est, _ := m.EstimateFor(req, st.Plan)
+	return st, res, est, led
+}
+
+// TestSettleChargesCacheTiers: a served call is charged its uncached
+// input at input, its cache reads at cache_read, its writes at
+// cache_write, its output and the per-call price; the token cap counts
+// every input token; the reservation held the input at the dearest tier
+// plus the per-call price.
+func TestSettleChargesCacheTiers(t *testing.T) {
+	st, res, est, led := reserveTiered(t)
 	tok, eur := usage(t, led)
 	wantReserved := money.AddSat(money.TokenCost(est.Input, 3.75e9, est.Output, 15e9), 2_000_000)
 	if eur.Reserved != wantReserved || tok.Reserved != est.Input+est.Output {
@@ -106,14 +115,7 @@ func TestPerCallOnlyWhenServed(t *testing.T) {
 // is charged its estimated tokens at input and output, marked estimated,
 // plus the per-call price; no tier is assumed cached.
 func TestEstimatedUsageWithPerCall(t *testing.T) {
-	m, led := cappedMeter(t, metering.Config{Prices: map[string]ledger.Price{"main": tieredPrice}})
-	st := &call.State{Tenant: "acme"}
-	req := chatRequest()
-	res, err := m.Reserve(context.Background(), st, req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	est, _ := m.EstimateFor(req, st.Plan)
+	st, res, est, led := reserveTiered(t)
 	st.SetOutcome(call.Outcome{Backend: "main", Served: true, OutputBytes: 300, OutputEvents: 2})
 	res.Settle(context.Background())
 	out := metering.TokensForBytes(300)

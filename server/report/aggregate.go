@@ -78,9 +78,7 @@ type Totals struct {
 	// counts every input token, cached ones included.
 	InputTokens, OutputTokens int64
 	// CacheReadTokens and CacheWriteTokens are how many of InputTokens
-	// the providers read from and wrote to their prompt caches (the
-	// lines' cache_read_tokens and cache_write_tokens; 0 for a line
-	// without them, written before issue 14).
+	// the providers read from and wrote to their prompt caches.
 	CacheReadTokens, CacheWriteTokens int64
 	// CostNano is what the ledger charged, in nano-euros.
 	CostNano int64
