@@ -12,6 +12,7 @@ import (
 	"github.com/flexway/flexway/server/backends"
 	"github.com/flexway/flexway/server/call"
 	"github.com/flexway/flexway/server/faults"
+	"github.com/flexway/flexway/server/openaiwire"
 )
 
 // CreateChatCompletion implements
@@ -36,6 +37,7 @@ func (c *Core) CreateChatCompletion(ctx context.Context, req *flexwayv1.CreateCh
 		}
 		if u := r.GetUsage(); u != nil {
 			o.InputTokens, o.OutputTokens = u.GetPromptTokens(), u.GetCompletionTokens()
+			o.CacheReadTokens, o.CacheWriteTokens = openaiwire.CacheTokens(u)
 			o.UsageReported = true
 		}
 		for _, ch := range r.GetChoices() {
@@ -132,6 +134,7 @@ func (c *Core) relay(ss flexwayv1.ChatService_StreamChatCompletionServer, stream
 		}
 		if u := ch.GetUsage(); u != nil {
 			o.InputTokens, o.OutputTokens = u.GetPromptTokens(), u.GetCompletionTokens()
+			o.CacheReadTokens, o.CacheWriteTokens = openaiwire.CacheTokens(u)
 			o.UsageReported = true
 			if !wantUsage {
 				if len(ch.GetChoices()) == 0 {

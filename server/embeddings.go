@@ -6,6 +6,7 @@ import (
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
 	"github.com/flexway/flexway/server/backends"
 	"github.com/flexway/flexway/server/call"
+	"github.com/flexway/flexway/server/openaiwire"
 )
 
 // CreateEmbedding implements
@@ -30,6 +31,7 @@ func (c *Core) CreateEmbedding(ctx context.Context, req *flexwayv1.CreateEmbeddi
 		o.Served = true
 		if u := r.GetUsage(); u != nil {
 			o.InputTokens, o.UsageReported = u.GetPromptTokens(), true
+			o.CacheReadTokens, o.CacheWriteTokens = openaiwire.CacheTokens(u)
 		}
 		resp = r
 		return o, false, nil

@@ -241,6 +241,8 @@ func (c Config) fill(l *auditlog.Line, a *auditing, err error) {
 		Feature:              a.feature,
 		InputTokens:          o.InputTokens,
 		OutputTokens:         o.OutputTokens,
+		CacheReadTokens:      o.CacheReadTokens,
+		CacheWriteTokens:     o.CacheWriteTokens,
 		CostEUR:              money.FormatEURFixed(o.CostNanoEUR),
 		CostNanoEUR:          o.CostNanoEUR,
 		UsageEstimated:       o.UsageEstimated,

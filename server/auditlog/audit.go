@@ -65,8 +65,16 @@ type Line struct {
 	// Feature is a specialised model's (flexway.v1.operation).ai.feature.
 	Feature string `json:"feature,omitempty"`
 	// InputTokens and OutputTokens are the usage committed, in tokens.
+	// InputTokens counts every input token, cached ones included.
 	InputTokens  int64 `json:"input_tokens"`
 	OutputTokens int64 `json:"output_tokens"`
+	// CacheReadTokens and CacheWriteTokens say how many of InputTokens the
+	// provider read from and wrote to its prompt cache (the usage's
+	// prompt_tokens_details.cached_tokens and cache_creation_input_tokens),
+	// charged at the backend's cache_read and cache_write prices. Written
+	// always, as the other token counts: 0 is "none cached".
+	CacheReadTokens  int64 `json:"cache_read_tokens"`
+	CacheWriteTokens int64 `json:"cache_write_tokens"`
 	// CostEUR is the cost committed, a decimal string exact to the
 	// nano-euro ("0.000024000"); see [money.FormatEURFixed].
 	CostEUR string `json:"cost_eur"`

@@ -65,6 +65,10 @@ func appendLine(dst []byte, l *Line) []byte {
 	dst = strconv.AppendInt(dst, l.InputTokens, 10)
 	dst = append(dst, `,"output_tokens":`...)
 	dst = strconv.AppendInt(dst, l.OutputTokens, 10)
+	dst = append(dst, `,"cache_read_tokens":`...)
+	dst = strconv.AppendInt(dst, l.CacheReadTokens, 10)
+	dst = append(dst, `,"cache_write_tokens":`...)
+	dst = strconv.AppendInt(dst, l.CacheWriteTokens, 10)
 	dst = append(dst, `,"cost_eur":`...)
 	dst = jsonstring.Append(dst, l.CostEUR)
 	// CostNanoEUR is not written (json:"-").

@@ -40,7 +40,7 @@ func checkLine(t *testing.T, l *Line) {
 func sampleLine() *Line {
 	return &Line{Time: time.Date(2025, 3, 14, 9, 26, 53, 589793238, time.UTC), RequestID: "req_0123456789abcdef",
 		Operation: "ai.chatCompletions", Tenant: "acme", Agent: "bot", Backend: "main", ModelRequested: "m",
-		ModelServed: "m-1", Capability: "chat", InputTokens: 100, OutputTokens: 50, CostEUR: money.FormatEURFixed(24_000),
+		ModelServed: "m-1", Capability: "chat", InputTokens: 100, OutputTokens: 50, CacheReadTokens: 60, CostEUR: money.FormatEURFixed(24_000),
 		CostNanoEUR: 24_000, MeteredBy: "local", Outcome: "ok", Status: 200, DurationMS: 12.5,
 		KeyHash: "5e884898da28047151d0e56f8dc6292773603d0d6aabbdd62a11ef721d1542d8"}
 }
@@ -253,6 +253,8 @@ func TestAppendLineRandom(t *testing.T) {
 			Capability:           randString(r),
 			InputTokens:          r.Int64() - r.Int64(),
 			OutputTokens:         r.Int64N(1 << 20),
+			CacheReadTokens:      r.Int64N(1 << 20),
+			CacheWriteTokens:     r.Int64() - r.Int64(),
 			CostEUR:              money.FormatEURFixed(r.Int64()),
 			CostNanoEUR:          r.Int64(),
 			UsageEstimated:       r.IntN(2) == 0,

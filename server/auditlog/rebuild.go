@@ -50,6 +50,8 @@ type lineKey struct {
 	Capability     string `json:"capability"`
 	InputTokens    int64  `json:"input_tokens"`
 	OutputTokens   int64  `json:"output_tokens"`
+	CacheRead      int64  `json:"cache_read_tokens"`
+	CacheWrite     int64  `json:"cache_write_tokens"`
 	CostEUR        string `json:"cost_eur"`
 	UsageEstimated bool   `json:"usage_estimated"`
 	MeteredBy      string `json:"metered_by"`

@@ -58,10 +58,17 @@ type Limits struct {
 	NanoEURPerMonth *int64
 }
 
-// Price is what a backend charges, in nano-euros per million tokens:
-// 0.50 € per million input tokens is Input = 500_000_000.
+// Price is what a backend charges: Input, Output, CacheRead and
+// CacheWrite in nano-euros per million tokens (0.50 € per million input
+// tokens is Input = 500_000_000), PerCall in nano-euros per call served.
+// CacheRead and CacheWrite price the input tokens the provider read from
+// or wrote to its prompt cache (ai.backends.NAME.price.cache_read and
+// cache_write; the gateway sets them to Input when the configuration does
+// not); Input prices the other input tokens.
 type Price struct {
-	Input, Output int64
+	Input, Output         int64
+	CacheRead, CacheWrite int64
+	PerCall               int64
 }
 
 // perMillion is the denominator of parts per million (the soft threshold).
@@ -72,6 +79,33 @@ const perMillion = 1_000_000
 // nano-euro for the call as a whole, saturating at math.MaxInt64
 // ([money.TokenCost]). Negative token counts and negative prices count as 0.
 func (p Price) Cost(in, out int64) int64 { return money.TokenCost(in, p.Input, out, p.Output) }
+
+// Charge returns the price in nano-euros of a call served with in input
+// tokens (every one, cached included), cacheRead and cacheWrite of them
+// read from and written to the provider's cache, and out output tokens:
+// the uncached input (in - cacheRead - cacheWrite) at Input, the tiers at
+// CacheRead and CacheWrite, out at Output, rounded up once
+// ([money.TieredTokenCost]), plus PerCall, saturating at math.MaxInt64.
+// The tiers are clamped to [0, in] (reads first), so that a tier larger
+// than the input is never charged twice. Negative counts and prices count
+// as 0.
+func (p Price) Charge(in, cacheRead, cacheWrite, out int64) int64 {
+	in = max(in, 0)
+	cacheRead = min(max(cacheRead, 0), in)
+	cacheWrite = min(max(cacheWrite, 0), in-cacheRead)
+	tokens := money.TieredTokenCost(
+		[4]int64{in - cacheRead - cacheWrite, cacheRead, cacheWrite, out},
+		[4]int64{p.Input, p.CacheRead, p.CacheWrite, p.Output})
+	return money.AddSat(tokens, max(p.PerCall, 0))
+}
+
+// Bound returns an upper bound in nano-euros of [Price.Charge] for a call
+// of at most in input and out output tokens, whatever tier its input falls
+// in: the input at the highest of Input, CacheRead and CacheWrite, plus
+// PerCall; for a reservation.
+func (p Price) Bound(in, out int64) int64 {
+	return money.AddSat(money.TokenCost(in, max(p.Input, p.CacheRead, p.CacheWrite), out, p.Output), max(p.PerCall, 0))
+}
 
 // Amount is a quantity charged to the caps: Tokens (input+output tokens)
 // against the token caps and NanoEUR (nano-euros) against the euro cap.

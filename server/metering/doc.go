@@ -8,9 +8,12 @@
 // a Retry-After; one past a soft mark is planned on ai.budget.soft_backend
 // and marked [call.State].Soft), plans the call into [call.State].Plan,
 // estimates it for that plan ([Estimate]) and reserves the estimate priced
-// at the planned backend against every cap at once. After the service
+// at the planned backend against every cap at once (a planned backend
+// whose wire format cannot express the request is skipped first,
+// [Config.Check]). After the service
 // returns, [Reservation.Settle] commits the reported usage at the price of
-// the backend that served, an estimate marked usage_estimated when an
+// the backend that served (cache reads and writes at their own prices,
+// plus a per-call price), an estimate marked usage_estimated when an
 // answer was served without usage (a stream cut after output began), or
 // releases the reservation when nothing was served: a failing backend
 // never drains a budget. Proxied specialised-model calls are metered per

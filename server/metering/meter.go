@@ -28,8 +28,18 @@ type Config struct {
 	// Routes plans each call (with the caller's soft state). Required.
 	Routes *routing.Table
 	// Prices are each backend's prices, by backend name; a backend absent
-	// here costs nothing.
+	// here costs nothing. A served call is charged [ledger.Price.Charge]
+	// (its cache tiers at CacheRead and CacheWrite, plus PerCall); its
+	// reservation is [ledger.Price.Bound] at the plan's first backend.
 	Prices map[string]ledger.Price
+	// Check, when set, says whether a backend can express a chat request
+	// (the backends.Checker of the anthropic, gemini and a2a kinds): nil
+	// when it can, else a *faults.Error of reason invalid_request naming
+	// the field. A planned backend that cannot is dropped from the plan
+	// before anything is reserved; when none is left the call is refused
+	// with the first backend's error. Nil: every backend can express every
+	// request.
+	Check func(backend string, req *flexwayv1.CreateChatCompletionRequest) error
 	// ReserveOutputTokens is reserved for output, per choice, when a
 	// request sets neither max_completion_tokens nor max_tokens
 	// (ai.budget.reserve_output_tokens).
@@ -158,9 +168,13 @@ type Reservation struct {
 // carried output-length field that is no non-negative integer is refused
 // (faults.InvalidRequest naming it), and one that sets neither
 // max_completion_tokens nor max_tokens gets MaxOutputTokens as max_tokens,
-// when configured.
+// when configured. The planned backends that cannot express a chat
+// request ([Config.Check]) leave the plan; the reservation is priced at the
+// first one left ([ledger.Price.Bound]: input at the dearest of its input
+// tiers, plus its per-call price).
 //
-// Errors: faults.UnknownTenant, faults.InvalidRequest, faults.BudgetExceeded
+// Errors: faults.UnknownTenant, faults.InvalidRequest (also the first
+// planned backend's, when none can express the request), faults.BudgetExceeded
 // (with Retry-After when waiting helps), faults.Unavailable (the ledger),
 // and the routing table's planning errors. For a message it does not
 // meter ([Metered]) it does nothing, and without a ledger it only plans:
@@ -171,7 +185,7 @@ func (m *Meter) Reserve(ctx context.Context, st *call.State, req any) (r Reserva
 	}
 	st.NoteRequest(req)
 	if m.cfg.Ledger == nil {
-		return Reservation{}, m.plan(st, false)
+		return Reservation{}, m.plan(st, req, false)
 	}
 	ctx, span := m.cfg.Tracer.Start(ctx, "flexway.budget.reserve")
 	defer func() { endSpan(span, err) }()
@@ -192,7 +206,7 @@ func (m *Meter) Reserve(ctx context.Context, st *call.State, req any) (r Reserva
 		}
 		soft = s.Soft
 	}
-	if err := m.plan(st, soft); err != nil {
+	if err := m.plan(st, req, soft); err != nil {
 		return Reservation{}, err
 	}
 	est, _ := m.EstimateFor(req, st.Plan)
@@ -200,7 +214,7 @@ func (m *Meter) Reserve(ctx context.Context, st *call.State, req any) (r Reserva
 	price := m.cfg.Prices[st.Plan[0]]
 	res, err := m.cfg.Ledger.Reserve(ctx, acct, ledger.Amount{
 		Tokens:  money.AddSat(est.Input, est.Output),
-		NanoEUR: price.Cost(est.Input, est.Output),
+		NanoEUR: price.Bound(est.Input, est.Output),
 	})
 	if err != nil {
 		return Reservation{}, refusal(ledger.State{}, err)
@@ -208,17 +222,55 @@ func (m *Meter) Reserve(ctx context.Context, st *call.State, req any) (r Reserva
 	return Reservation{m: m, st: st, res: res, est: est}, nil
 }
 
-// plan plans the call of st, whose capability is recorded, into st.Plan
-// and st.Soft.
-func (m *Meter) plan(st *call.State, soft bool) error {
+// plan plans the call of st, whose capability is recorded and whose
+// request is req, into st.Plan and st.Soft, without the backends that
+// cannot express a chat request ([Config.Check]); when none can, the
+// error is the first one's and st.Plan is left unset.
+func (m *Meter) plan(st *call.State, req any, soft bool) error {
 	plan, err := m.cfg.Routes.Plan(routing.Request{
 		Tenant: st.Tenant, Agent: st.Agent, Capability: st.Capability, Sensitive: st.Sensitive, Soft: soft,
 	})
 	if err != nil {
 		return err
 	}
-	st.Plan, st.Soft = plan.Backends, soft
+	backends := plan.Backends
+	if chat, ok := req.(*flexwayv1.CreateChatCompletionRequest); ok && m.cfg.Check != nil {
+		if backends, err = m.expressible(backends, chat); err != nil {
+			return err
+		}
+	}
+	st.Plan, st.Soft = backends, soft
 	return nil
+}
+
+// expressible returns the backends of plan that can express req, in
+// order: plan itself when all can (no allocation), else a new slice; when
+// none can, the first backend's error, as a *faults.Error (an error of
+// another type is wrapped as invalid_request).
+func (m *Meter) expressible(plan []string, req *flexwayv1.CreateChatCompletionRequest) ([]string, error) {
+	var kept []string
+	var first error
+	for i, b := range plan {
+		err := m.cfg.Check(b, req)
+		switch {
+		case err == nil && kept != nil:
+			kept = append(kept, b)
+		case err != nil && first == nil:
+			first = err
+			kept = append(make([]string, 0, len(plan)-1), plan[:i]...)
+		}
+	}
+	switch {
+	case first == nil:
+		return plan, nil
+	case len(kept) == 0:
+		var fe *faults.Error
+		if !errors.As(first, &fe) {
+			fe = faults.Wrap(faults.InvalidRequest, first, first.Error())
+		}
+		return nil, fe
+	}
+	return kept, nil
 }
 
 // prepare readies a chat request for its reservation; see [Meter.Reserve].
@@ -238,8 +290,10 @@ func (m *Meter) prepare(req any) error {
 }
 
 // Settle ends the reservation once the service has returned: it commits
-// what the call used, at the price of the backend that served, or
-// releases the reservation when nothing was served. The call's outcome is
+// what the call used, at the price of the backend that served
+// ([ledger.Price.Charge]: cache tiers at their prices, plus the per-call
+// price), or releases the reservation when nothing was served (no
+// per-call price either). The call's outcome is
 // updated with the charged cost, and with the charged usage when it was
 // estimated (an answer served without reported usage), so that the audit
 // line reads what was charged. A failed commit or release is logged, never
@@ -262,12 +316,14 @@ func (r Reservation) Settle(ctx context.Context) {
 		// least one token per content event relayed.
 		o.InputTokens = est.InputCharge
 		o.OutputTokens = max(TokensForBytes(o.OutputBytes), o.OutputEvents)
+		o.CacheReadTokens, o.CacheWriteTokens = 0, 0 // no tier is assumed
 		o.UsageEstimated = true
 	}
 	price := m.cfg.Prices[o.Backend]
 	actual := ledger.Amount{
+		// Token caps count every input token, cached ones included.
 		Tokens:  money.AddSat(o.InputTokens, o.OutputTokens),
-		NanoEUR: price.Cost(o.InputTokens, o.OutputTokens),
+		NanoEUR: price.Charge(o.InputTokens, o.CacheReadTokens, o.CacheWriteTokens, o.OutputTokens),
 	}
 	o.CostNanoEUR = actual.NanoEUR
 	o.UsageOverReservation = o.UsageReported && actual.Tokens > money.AddSat(est.Input, est.Output)

@@ -74,8 +74,12 @@ const maxBadListed = 20
 type Totals struct {
 	// Calls is the number of audit lines.
 	Calls int64
-	// InputTokens and OutputTokens are the tokens charged.
+	// InputTokens and OutputTokens are the tokens charged; InputTokens
+	// counts every input token, cached ones included.
 	InputTokens, OutputTokens int64
+	// CacheReadTokens and CacheWriteTokens are how many of InputTokens
+	// the providers read from and wrote to their prompt caches.
+	CacheReadTokens, CacheWriteTokens int64
 	// CostNano is what the ledger charged, in nano-euros.
 	CostNano int64
 	// LocalCostNano is the part of CostNano this gateway meters and bills
@@ -424,6 +428,8 @@ type auditLine struct {
 	ModelServed    string  `json:"model_served"`
 	InputTokens    int64   `json:"input_tokens"`
 	OutputTokens   int64   `json:"output_tokens"`
+	CacheRead      int64   `json:"cache_read_tokens"`
+	CacheWrite     int64   `json:"cache_write_tokens"`
 	CostEUR        *string `json:"cost_eur"`
 	UsageEstimated bool    `json:"usage_estimated"`
 	MeteredBy      string  `json:"metered_by"`
@@ -487,6 +493,9 @@ func (r *job) line(p *partial, ln []byte) error {
 	if a.InputTokens < 0 || a.OutputTokens < 0 {
 		return fmt.Errorf("negative tokens (%d in, %d out)", a.InputTokens, a.OutputTokens)
 	}
+	if a.CacheRead < 0 || a.CacheWrite < 0 || a.CacheRead > a.InputTokens-a.CacheWrite {
+		return fmt.Errorf("cache tokens (%d read, %d written) are not part of input_tokens %d", a.CacheRead, a.CacheWrite, a.InputTokens)
+	}
 	var local, upstream int64
 	switch a.MeteredBy {
 	case "local":
@@ -541,6 +550,8 @@ func (r *job) line(p *partial, ln []byte) error {
 		Calls:            1,
 		InputTokens:      a.InputTokens,
 		OutputTokens:     a.OutputTokens,
+		CacheReadTokens:  a.CacheRead,
+		CacheWriteTokens: a.CacheWrite,
 		CostNano:         cost,
 		LocalCostNano:    local,
 		UpstreamCostNano: upstream,
@@ -570,6 +581,8 @@ func (t *Totals) add(o *Totals) error {
 		{&t.Calls, o.Calls},
 		{&t.InputTokens, o.InputTokens},
 		{&t.OutputTokens, o.OutputTokens},
+		{&t.CacheReadTokens, o.CacheReadTokens},
+		{&t.CacheWriteTokens, o.CacheWriteTokens},
 		{&t.CostNano, o.CostNano},
 		{&t.LocalCostNano, o.LocalCostNano},
 		{&t.UpstreamCostNano, o.UpstreamCostNano},

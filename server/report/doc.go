@@ -5,7 +5,10 @@
 //
 // The audit is JSON Lines, one object per inference call (DESIGN.md, "Audit
 // and telemetry"). The report reads time, tenant, agent, backend,
-// model_requested, model_served, input_tokens, output_tokens, cost_eur,
+// model_requested, model_served, input_tokens, output_tokens,
+// cache_read_tokens and cache_write_tokens (0 when absent: a line written
+// before they existed; they are part of input_tokens, so a line whose
+// tiers add up to more is malformed), cost_eur,
 // usage_estimated and metered_by; every other field, known or not, is
 // ignored. cost_eur is a decimal string with exactly nine decimals
 // ("0.000024000") and is parsed exactly into int64 nano-euros, never through
@@ -56,7 +59,10 @@
 // cost_eur, then cost_eur split by metered_by into cost_local_eur and
 // cost_upstream_eur (they always add up to cost_eur), then estimated_calls and
 // cost_estimated_eur: the calls whose usage Flexway estimated because the
-// upstream never reported it, and what they cost. Euros are exact decimal
+// upstream never reported it, and what they cost, then cache_read_tokens
+// and cache_write_tokens: how many of input_tokens the providers read from
+// and wrote to their prompt caches (last, so that the columns before them
+// keep their positions). Euros are exact decimal
 // strings with two to nine decimals ("12.50", "0.000024"); in the table
 // they are aligned on the decimal point. csv has a header row and a last row
 // whose first key column is TOTAL; json is an array of objects whose last

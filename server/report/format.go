@@ -45,6 +45,9 @@ var columns = []string{
 	"calls", "input_tokens", "output_tokens",
 	"cost_eur", "cost_local_eur", "cost_upstream_eur",
 	"estimated_calls", "cost_estimated_eur",
+	// Issue 14's, last, so that a reader of the columns before them by
+	// position keeps reading the same ones.
+	"cache_read_tokens", "cache_write_tokens",
 }
 
 // values are t's columns as text, in the order of columns; costs are
@@ -59,6 +62,8 @@ func (t *Totals) values() []string {
 		money.FormatEUR(t.UpstreamCostNano),
 		strconv.FormatInt(t.EstimatedCalls, 10),
 		money.FormatEUR(t.EstimatedCostNano),
+		strconv.FormatInt(t.CacheReadTokens, 10),
+		strconv.FormatInt(t.CacheWriteTokens, 10),
 	}
 }
 
@@ -67,7 +72,8 @@ func isCost(i int) bool { return strings.HasSuffix(columns[i], "_eur") }
 
 // WriteCSV writes a header row (the --by dimensions, then calls,
 // input_tokens, output_tokens, cost_eur, cost_local_eur, cost_upstream_eur,
-// estimated_calls, cost_estimated_eur), one row per group and a last row
+// estimated_calls, cost_estimated_eur, cache_read_tokens,
+// cache_write_tokens), one row per group and a last row
 // whose first key column is TOTAL and other key columns empty. Euros are
 // exact decimals. Under --skip-bad a last column, bad_lines_skipped, holds
 // the number of bad lines left out on the TOTAL row (empty on the others).
@@ -163,6 +169,8 @@ type jsonValues struct {
 	CostUpstreamEUR  string `json:"cost_upstream_eur"`
 	EstimatedCalls   int64  `json:"estimated_calls"`
 	CostEstimatedEUR string `json:"cost_estimated_eur"`
+	CacheReadTokens  int64  `json:"cache_read_tokens"`
+	CacheWriteTokens int64  `json:"cache_write_tokens"`
 	// BadLinesSkipped is set on the total under --skip-bad: the number of
 	// bad lines left out.
 	BadLinesSkipped *int64 `json:"bad_lines_skipped,omitempty"`
@@ -174,6 +182,8 @@ func (t *Totals) jsonValues() jsonValues {
 		Calls:            t.Calls,
 		InputTokens:      t.InputTokens,
 		OutputTokens:     t.OutputTokens,
+		CacheReadTokens:  t.CacheReadTokens,
+		CacheWriteTokens: t.CacheWriteTokens,
 		CostEUR:          money.FormatEUR(t.CostNano),
 		CostLocalEUR:     money.FormatEUR(t.LocalCostNano),
 		CostUpstreamEUR:  money.FormatEUR(t.UpstreamCostNano),
@@ -187,12 +197,13 @@ var tableHeads = []string{
 	"CALLS", "INPUT TOKENS", "OUTPUT TOKENS",
 	"EUR", "LOCAL EUR", "UPSTREAM EUR",
 	"ESTIMATED", "ESTIMATED EUR",
+	"CACHE READ", "CACHE WRITE",
 }
 
 // WriteTable writes the report for people: a title with the period, the
 // rows with keys left-aligned (an empty key shows as "-") and numbers
 // right-aligned, euros exact and aligned on the decimal point, a TOTAL row,
-// and a note on estimated usage when there is some.
+// and notes on cache tiers and estimated usage when there are some.
 //
 // The columns are aligned here, not by text/tabwriter: a tabwriter aligns
 // every column the same way (left, or right with AlignRight), and this
@@ -279,6 +290,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if r.SkipBad {
 		fmt.Fprintf(bw, "BAD LINES: %d malformed audit %s left out (--skip-bad), in no total above; stderr names them.\n",
 			r.BadLines, plural(int(r.BadLines), "line", "lines"))
+	}
+	if r.Total.CacheReadTokens > 0 || r.Total.CacheWriteTokens > 0 {
+		bw.WriteString("CACHE READ, CACHE WRITE: input tokens the providers read from and wrote to their prompt caches, counted in INPUT TOKENS and charged at each backend's cache_read and cache_write prices.\n")
 	}
 	if r.Total.EstimatedCalls > 0 {
 		fmt.Fprintf(bw, "ESTIMATED: %d %s charged %s EUR on usage Flexway estimated because the upstream never reported it (a cut stream); included in EUR.\n",

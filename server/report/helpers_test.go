@@ -26,6 +26,8 @@ type rec struct {
 	Feature        string  `json:"feature"`
 	InputTokens    int64   `json:"input_tokens"`
 	OutputTokens   int64   `json:"output_tokens"`
+	CacheRead      int64   `json:"cache_read_tokens,omitempty"` // absent: a line from before issue 14
+	CacheWrite     int64   `json:"cache_write_tokens,omitempty"`
 	CostEUR        string  `json:"cost_eur"`
 	UsageEstimated bool    `json:"usage_estimated"`
 	MeteredBy      string  `json:"metered_by"`
@@ -91,8 +93,8 @@ func writeFile(t testing.TB, path, content string) {
 //
 // Expected for November 2026 (UTC), by tenant:
 //
-//	acme:    5 calls, 131 in, 59 out, 0.000370001 (local 0.000020001, upstream 0.000350000), 1 estimated 0.000050000
-//	globex:  2 calls, 1040 in, 207 out, 0.012456789 (local 0.000111111, upstream 0.012345678), 1 estimated 0.000111111
+//	acme:    5 calls, 131 in (60 cache read, 20 cache write), 59 out, 0.000370001 (local 0.000020001, upstream 0.000350000), 1 estimated 0.000050000
+//	globex:  2 calls, 1040 in (800 cache read), 207 out, 0.012456789 (local 0.000111111, upstream 0.012345678), 1 estimated 0.000111111
 //	initech: 1 call, 5 in, 5 out, 2.500000000 local
 func fixture(t testing.TB) string {
 	dir := t.TempDir()
@@ -104,14 +106,14 @@ func fixture(t testing.TB) string {
 		rec{Time: "2026-11-10T08:00:01Z", Tenant: "acme", Agent: "bot", Backend: "main", ModelRequested: "m",
 			CostEUR: "0.000000000", Outcome: "refused", Status: 429},
 		rec{Time: "2026-11-10T08:00:02Z", Tenant: "acme", Agent: "helper", Backend: "main", ModelRequested: "m", ModelServed: "m-1",
-			InputTokens: 100, OutputTokens: 50, CostEUR: "0.000300000", MeteredBy: "upstream"},
+			InputTokens: 100, OutputTokens: 50, CacheRead: 60, CacheWrite: 20, CostEUR: "0.000300000", MeteredBy: "upstream"},
 		// Last nanosecond of October: out.
 		rec{Time: "2026-10-31T23:59:59.999999999Z", Tenant: "globex", Agent: "x", Backend: "alt", ModelServed: "gpt-x",
 			InputTokens: 1, OutputTokens: 1, CostEUR: "1.000000000", MeteredBy: "local"},
 	))
 	writeFile(t, filepath.Join(dir, "audit-2026-11-15T10-00-00.000.jsonl"), lines(
 		rec{Time: "2026-11-12T10:00:00Z", Tenant: "globex", Backend: "alt", ModelRequested: "gpt", ModelServed: "gpt-x",
-			InputTokens: 1000, OutputTokens: 200, CostEUR: "0.012345678", MeteredBy: "upstream"},
+			InputTokens: 1000, OutputTokens: 200, CacheRead: 800, CostEUR: "0.012345678", MeteredBy: "upstream"},
 		rec{Time: "2026-11-12T10:00:01Z", Tenant: "globex", Backend: "alt", ModelRequested: "gpt", ModelServed: "gpt-x",
 			InputTokens: 40, OutputTokens: 7, CostEUR: "0.000111111", MeteredBy: "local", UsageEstimated: true, Outcome: "canceled", Status: 499},
 		// First nanosecond of December: out.

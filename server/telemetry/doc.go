@@ -13,18 +13,28 @@
 //	flexway.inference.cost          EUR        flexway_inference_cost_EUR_total
 //	flexway.inference.calls         {call}     flexway_inference_calls_total
 //	flexway.inference.tokens        {token}    flexway_inference_tokens_total{direction="input"|"output"}
+//	flexway.inference.cache_tokens  {token}    flexway_inference_cache_tokens_total{tier="cache_read"|"cache_write"}
 //	flexway.budget.limit            (none)     flexway_budget_limit
 //	flexway.budget.committed        (none)     flexway_budget_committed
 //	flexway.budget.reserved         (none)     flexway_budget_reserved
 //	flexway.backend.circuit         (none)     flexway_backend_circuit
 //	flexway.audit.failures          {failure}  flexway_audit_failures_total
 //
-// The three inference counters carry operation, tenant, agent, backend,
+// The four inference counters carry operation, tenant, agent, backend,
 // model, capability, metered_by, feature and outcome. The cost is a float
 // counter in euros (nano-euros / 1e9): the audit line and the ledger keep the
 // exact nano-euro figure, the metric is for dashboards and alerts. Token
 // counters are not touched for a call without tokens (a specialised gRPC
 // call metered per call), so no series of zeros appears for it.
+//
+// flexway.inference.cache_tokens counts the input tokens a provider read
+// from (tier="cache_read") or wrote to (tier="cache_write") its prompt
+// cache, priced at ai.backends.NAME.price.cache_read and cache_write. They
+// are a part of direction="input", which counts every input token: a
+// counter of their own rather than more direction values, so that summing
+// flexway_inference_tokens_total over direction still gives the tokens
+// charged, never cached ones twice. A tier appears once it has counted a
+// token.
 //
 // The budget gauges carry tenant, agent ("" for the tenant's own caps), cap
 // (tokens_per_day, tokens_per_month, eur_per_month) and unit. A cap kept in
@@ -60,9 +70,9 @@
 // configured value spelt "other" is indistinguishable from the fallback.
 //
 // RecordCall touches no OpenTelemetry instrument: each distinct combination
-// of (sanitised) labels gets, once, its attribute sets and four atomic
-// totals (calls, nano-euros, input and output tokens); a call adds to them.
-// The three inference counters are observable counters whose callback
+// of (sanitised) labels gets, once, its attribute sets and six atomic
+// totals (calls, nano-euros, input, output, cache-read and cache-write tokens); a call adds to them.
+// The four inference counters are observable counters whose callback
 // reports those cumulative totals at each collection. This keeps the SDK's
 // per-measurement attribute work (about 1 µs per Add with nine labels) off
 // the call's path, and sums the cost exactly in integer nano-euros, turned

@@ -60,7 +60,9 @@ type Metrics struct {
 	cost   metric.Float64ObservableCounter
 	calls  metric.Int64ObservableCounter
 	tokens metric.Int64ObservableCounter
-	audit  metric.Int64Counter
+	// cacheTokens is flexway.inference.cache_tokens, by tier.
+	cacheTokens metric.Int64ObservableCounter
+	audit       metric.Int64Counter
 
 	budgetLimit, budgetCommitted, budgetReserved metric.Float64ObservableGauge
 	circuit                                      metric.Int64ObservableGauge
@@ -129,7 +131,7 @@ func New(o Options) (*Metrics, error) {
 }
 
 func (m *Metrics) instruments() error {
-	var errs [9]error
+	var errs [10]error
 	m.cost, errs[0] = m.meter.Float64ObservableCounter("flexway.inference.cost",
 		metric.WithUnit("EUR"), metric.WithDescription("Cost of inference calls committed to the budgets, in euros."))
 	m.calls, errs[1] = m.meter.Int64ObservableCounter("flexway.inference.calls",
@@ -149,10 +151,12 @@ func (m *Metrics) instruments() error {
 	m.httpDuration, errs[8] = m.meter.Float64Histogram("http.server.request.duration",
 		metric.WithUnit("s"), metric.WithDescription("Duration of HTTP server requests."),
 		metric.WithExplicitBucketBoundaries(httpDurationBuckets...))
+	m.cacheTokens, errs[9] = m.meter.Int64ObservableCounter("flexway.inference.cache_tokens",
+		metric.WithUnit("{token}"), metric.WithDescription("Input tokens of inference calls the providers read from or wrote to their prompt caches, by tier (cache_read, cache_write); a part of flexway.inference.tokens' input, not added to it."))
 	if err := errors.Join(errs[:]...); err != nil {
 		return err
 	}
-	_, err := m.meter.RegisterCallback(m.observeCalls, m.cost, m.calls, m.tokens)
+	_, err := m.meter.RegisterCallback(m.observeCalls, m.cost, m.calls, m.tokens, m.cacheTokens)
 	return err
 }
 
@@ -189,8 +193,12 @@ type Call struct {
 	Feature string
 	// Outcome is ok, refused, upstream_error, canceled or error.
 	Outcome string
-	// InputTokens and OutputTokens are the usage committed.
+	// InputTokens and OutputTokens are the usage committed; InputTokens
+	// counts every input token, cached ones included.
 	InputTokens, OutputTokens int64
+	// CacheReadTokens and CacheWriteTokens are how many of InputTokens the
+	// provider read from and wrote to its prompt cache.
+	CacheReadTokens, CacheWriteTokens int64
 	// CostNanoEUR is the cost committed, in nano-euros.
 	CostNanoEUR int64
 }
@@ -211,8 +219,10 @@ type callKey struct {
 // callSeries is the running totals of a callKey and its cached
 // attribute sets.
 type callSeries struct {
-	calls, costNano, in, out atomic.Int64
-	call, inSet, outSet      metric.ObserveOption
+	calls, costNano, in, out    atomic.Int64
+	cacheRead, cacheWrite       atomic.Int64
+	call, inSet, outSet         metric.ObserveOption
+	cacheReadSet, cacheWriteSet metric.ObserveOption
 }
 
 // RecordCall adds one call, its cost and its tokens to the totals of its
@@ -241,6 +251,12 @@ func (m *Metrics) RecordCall(_ context.Context, c Call) {
 	}
 	if c.OutputTokens > 0 {
 		s.out.Add(c.OutputTokens)
+	}
+	if c.CacheReadTokens > 0 {
+		s.cacheRead.Add(c.CacheReadTokens)
+	}
+	if c.CacheWriteTokens > 0 {
+		s.cacheWrite.Add(c.CacheWriteTokens)
 	}
 }
 
@@ -274,13 +290,16 @@ func (m *Metrics) seriesFor(k callKey) *callSeries {
 		call:   with(),
 		inSet:  with(attribute.String("direction", "input")),
 		outSet: with(attribute.String("direction", "output")),
+		// The configuration's price keys name the tiers.
+		cacheReadSet:  with(attribute.String("tier", "cache_read")),
+		cacheWriteSet: with(attribute.String("tier", "cache_write")),
 	}
 	v, _ := m.series.LoadOrStore(k, s)
 	return v.(*callSeries)
 }
 
 // observeCalls reports the totals of every label combination seen; a
-// token direction appears once it has counted a token.
+// token direction or cache tier appears once it has counted a token.
 func (m *Metrics) observeCalls(_ context.Context, o metric.Observer) error {
 	m.series.Range(func(_, v any) bool {
 		s := v.(*callSeries)
@@ -291,6 +310,12 @@ func (m *Metrics) observeCalls(_ context.Context, o metric.Observer) error {
 		}
 		if n := s.out.Load(); n > 0 {
 			o.ObserveInt64(m.tokens, n, s.outSet)
+		}
+		if n := s.cacheRead.Load(); n > 0 {
+			o.ObserveInt64(m.cacheTokens, n, s.cacheReadSet)
+		}
+		if n := s.cacheWrite.Load(); n > 0 {
+			o.ObserveInt64(m.cacheTokens, n, s.cacheWriteSet)
 		}
 		return true
 	})

@@ -24,6 +24,7 @@ import (
 	"github.com/flexway/flexway/interceptors/wirenull"
 	"github.com/flexway/flexway/server"
 	"github.com/flexway/flexway/server/admin"
+	"github.com/flexway/flexway/server/backends"
 	"github.com/flexway/flexway/server/config"
 	"github.com/flexway/flexway/server/grpccodec"
 	"github.com/flexway/flexway/server/grpcproxy"
@@ -45,6 +46,9 @@ func (g *Gateway) build(o Options) error {
 	if err != nil {
 		return err
 	}
+	// Checked before the breakers wrap the backends: a breaker.Backend
+	// has no CheckChat of its own, and the check sends nothing.
+	check := checkChat(bs)
 	withBreakers(cfg, bs, nil)
 	maxMsg := int(cfg.AI.Vision.MaxBodyBytes) + 1<<20
 	if g.proxy, err = buildProxy(cfg, maxMsg); err != nil {
@@ -68,7 +72,7 @@ func (g *Gateway) build(o Options) error {
 	}
 	routes := routingTable(cfg)
 	accts := newAccounts(cfg)
-	meter := newMeter(cfg, led, routes, accts, g.proxy, tracer, log)
+	meter := newMeter(cfg, led, routes, accts, check, g.proxy, tracer, log)
 	adminSum, err := adminKeySum(cfg)
 	if err != nil {
 		return err
@@ -136,13 +140,17 @@ func (g *Gateway) build(o Options) error {
 // (ai.budget.reserve_output_tokens and max_output_tokens,
 // ai.vision.reserve_tokens_per_image, each backend's price and
 // prompt_overhead_tokens); proxied methods are metered as the proxy's
-// table says. The budget wiring is this one function.
-func newMeter(cfg *config.Config, led *ledger.Ledger, routes *routing.Table, accts accounts, p *grpcproxy.Proxy, tracer trace.Tracer, log *slog.Logger) *metering.Meter {
+// table says; check is the meter's check of a chat request against each
+// planned backend ([checkChat]). The budget wiring is this one function.
+func newMeter(cfg *config.Config, led *ledger.Ledger, routes *routing.Table, accts accounts,
+	check func(string, *flexwayv1.CreateChatCompletionRequest) error,
+	p *grpcproxy.Proxy, tracer trace.Tracer, log *slog.Logger) *metering.Meter {
 	proxied, frameSize := proxiedMetering(p)
 	return metering.New(metering.Config{
 		Ledger:                led,
 		Routes:                routes,
 		Prices:                prices(cfg),
+		Check:                 check,
 		ReserveOutputTokens:   cfg.AI.Budget.ReserveOutputTokens,
 		ReserveTokensPerImage: cfg.AI.Vision.ReserveTokensPerImage,
 		MaxOutputTokens:       cfg.AI.Budget.MaxOutputTokens,
@@ -153,6 +161,30 @@ func newMeter(cfg *config.Config, led *ledger.Ledger, routes *routing.Table, acc
 		Tracer:                tracer,
 		Logger:                log,
 	})
+}
+
+// checkChat is the meter's [metering.Config.Check] over the built
+// backends bs, before the breakers wrap them: a backend that implements backends.Checker (the anthropic,
+// gemini and a2a kinds) is asked whether its wire format can express the
+// request; any other, and a name bs does not hold (a grpc backend, which
+// serves no chat), can express every request. Nil when no backend of bs
+// checks, so that the meter asks nothing.
+func checkChat(bs map[string]backends.Backend) func(string, *flexwayv1.CreateChatCompletionRequest) error {
+	checkers := map[string]backends.Checker{}
+	for name, b := range bs {
+		if c, ok := b.(backends.Checker); ok {
+			checkers[name] = c
+		}
+	}
+	if len(checkers) == 0 {
+		return nil
+	}
+	return func(name string, req *flexwayv1.CreateChatCompletionRequest) error {
+		if c, ok := checkers[name]; ok {
+			return c.CheckChat(req)
+		}
+		return nil
+	}
 }
 
 // auditing is the audit interceptor's configuration, nil without an

@@ -107,11 +107,19 @@ func limits(c config.Caps) ledger.Limits {
 	return l
 }
 
-// prices returns every backend's price in nano-euros per million tokens.
+// prices returns every backend's price in nano-euros per million tokens
+// (cache_read and cache_write at input when not configured) and
+// nano-euros per call.
 func prices(cfg *config.Config) map[string]ledger.Price {
 	ps := make(map[string]ledger.Price, len(cfg.AI.Backends))
 	for name, b := range cfg.AI.Backends {
-		ps[name] = ledger.Price{Input: b.Price.InputNanoEURPerMTok(), Output: b.Price.OutputNanoEURPerMTok()}
+		ps[name] = ledger.Price{
+			Input:      b.Price.InputNanoEURPerMTok(),
+			Output:     b.Price.OutputNanoEURPerMTok(),
+			CacheRead:  b.Price.CacheReadNanoEURPerMTok(),
+			CacheWrite: b.Price.CacheWriteNanoEURPerMTok(),
+			PerCall:    b.Price.PerCallNanoEUR(),
+		}
 	}
 	return ps
 }

@@ -84,6 +84,7 @@ func recordLine(m *telemetry.Metrics, accts accounts) func(ctx context.Context, 
 			Operation: l.Operation, Tenant: l.Tenant, Agent: agent, Backend: l.Backend, Model: model,
 			Capability: l.Capability, MeteredBy: l.MeteredBy, Feature: l.Feature, Outcome: l.Outcome,
 			InputTokens: l.InputTokens, OutputTokens: l.OutputTokens, CostNanoEUR: l.CostNanoEUR,
+			CacheReadTokens: l.CacheReadTokens, CacheWriteTokens: l.CacheWriteTokens,
 		})
 	}
 }
