@@ -257,3 +257,16 @@ func (s *wireStream) fail(err error) error {
 	s.ex.abort(errStreamClosed)
 	return err
 }
+
+// CheckChat implements [backends.Checker]: a translated backend asks its
+// wire (when the wire can refuse a request, [backends.Checker]); OpenAI's
+// own format expresses every request.
+func (b *Backend) CheckChat(req *flexwayv1.CreateChatCompletionRequest) error {
+	if b.wire == nil {
+		return nil
+	}
+	if c, ok := b.wire.wire.(backends.Checker); ok {
+		return c.CheckChat(req)
+	}
+	return nil
+}
