@@ -120,12 +120,18 @@ func writeRPC(w http.ResponseWriter, status int, resp rpcResponse) {
 	writeJSON(w, status, resp)
 }
 
-// serveA2A checks the bearer token (when --require-bearer is set), applies
+// serveA2A serves the agent card to anyone, then checks the bearer token
+// (when --require-bearer is set), applies
 // the header hooks (their errors are JSON-RPC errors with the HTTP status
 // asked for) and serves the agent card and the JSON-RPC endpoint.
 func (h *handler) serveA2A(w http.ResponseWriter, r *http.Request) {
 	fail := func(status int, message, _ string) {
 		writeRPC(w, status, rpcResponse{Error: &rpcError{Code: rpcInternalError, Message: message}})
+	}
+	if r.Method == http.MethodGet && (r.URL.Path == "/.well-known/agent-card.json" || r.URL.Path == "/.well-known/agent.json") {
+		// The card is public, as agent discovery wants it.
+		h.agentCard(w, r)
+		return
 	}
 	if !h.authorized(r) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="flexway-sample"`)
@@ -136,9 +142,6 @@ func (h *handler) serveA2A(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	switch {
-	case r.Method == http.MethodGet && (r.URL.Path == "/.well-known/agent-card.json" || r.URL.Path == "/.well-known/agent.json"):
-		h.agentCard(w, r)
-		return
 	case r.URL.Path != "/":
 		fail(http.StatusNotFound, fmt.Sprintf("Not found: %s %s. This sample serves JSON-RPC at POST / and its card at GET /.well-known/agent-card.json.", r.Method, r.URL.Path), "")
 		return

@@ -130,11 +130,12 @@ func (h *handler) writeAnthropicError(w http.ResponseWriter, status int, message
 	writeJSON(w, status, body)
 }
 
-// serveAnthropic checks x-api-key (when --require-key is set) and
+// serveAnthropic checks the API key (when --require-key is set, see
+// [anthropicKeyOK]) and
 // anthropic-version, applies the header hooks and serves POST /v1/messages.
 func (h *handler) serveAnthropic(w http.ResponseWriter, r *http.Request) {
 	fail := func(status int, message, _ string) { h.writeAnthropicError(w, status, message) }
-	if k := h.opts.requireKey; k != "" && subtle.ConstantTimeCompare([]byte(r.Header.Get("x-api-key")), []byte(k)) != 1 {
+	if k := h.opts.requireKey; k != "" && !anthropicKeyOK(r, k) {
 		fail(http.StatusUnauthorized, "invalid x-api-key", "")
 		return
 	}
@@ -163,6 +164,18 @@ func (h *handler) serveAnthropic(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.anthropicMessages(w, r, &req, fail)
+}
+
+// anthropicKeyOK reports whether r carries key as x-api-key or, as
+// anthropic-sdk-go v2's option.WithAPIKey sends it, as a bearer token.
+func anthropicKeyOK(r *http.Request, key string) bool {
+	got := r.Header.Get("x-api-key")
+	if got == "" {
+		if scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " "); ok && strings.EqualFold(scheme, "Bearer") {
+			got = strings.TrimSpace(token)
+		}
+	}
+	return subtle.ConstantTimeCompare([]byte(got), []byte(key)) == 1
 }
 
 // readJSON reads r's JSON body into v. On failure it returns a message and

@@ -44,8 +44,8 @@ type geminiRequest struct {
 
 // geminiContent is one turn: a role (user or model) and its parts.
 type geminiContent struct {
-	Role  string       `json:"role,omitempty"`
 	Parts []geminiPart `json:"parts"`
+	Role  string       `json:"role,omitempty"`
 }
 
 // geminiPart is one part of a turn, in and out. Exactly one of its fields
