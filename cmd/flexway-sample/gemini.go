@@ -199,8 +199,7 @@ func (h *handler) serveGemini(w http.ResponseWriter, r *http.Request) {
 // geminiGenerate serves generateContent and streamGenerateContent.
 func (h *handler) geminiGenerate(w http.ResponseWriter, r *http.Request, model string, stream bool, fail failFunc) {
 	var req geminiRequest
-	if msg, status := readJSON(w, r, &req); msg != "" {
-		fail(status, "Invalid JSON payload received. "+msg, "")
+	if !geminiRead(w, r, &req, fail) {
 		return
 	}
 	if len(req.Contents) == 0 {
@@ -332,6 +331,16 @@ func (h *handler) geminiGenerate(w http.ResponseWriter, r *http.Request, model s
 	}
 }
 
+// geminiRead reads r's JSON body into v, answering Google's 400 (or 413)
+// through fail when it cannot, and reports whether it could.
+func geminiRead(w http.ResponseWriter, r *http.Request, v any, fail failFunc) bool {
+	msg, status := readJSON(w, r, v)
+	if msg != "" {
+		fail(status, "Invalid JSON payload received. "+msg, "")
+	}
+	return msg == ""
+}
+
 // geminiText returns the text of parts joined by spaces: text parts, the
 // response of a functionResponse part and "[an image]" for inline or file
 // data.
@@ -398,8 +407,7 @@ func (h *handler) geminiEmbed(w http.ResponseWriter, r *http.Request, model stri
 		var body struct {
 			Requests []geminiEmbedRequest `json:"requests"`
 		}
-		if msg, status := readJSON(w, r, &body); msg != "" {
-			fail(status, "Invalid JSON payload received. "+msg, "")
+		if !geminiRead(w, r, &body, fail) {
 			return
 		}
 		if len(body.Requests) == 0 {
@@ -413,8 +421,7 @@ func (h *handler) geminiEmbed(w http.ResponseWriter, r *http.Request, model stri
 		reqs = body.Requests
 	} else {
 		var one geminiEmbedRequest
-		if msg, status := readJSON(w, r, &one); msg != "" {
-			fail(status, "Invalid JSON payload received. "+msg, "")
+		if !geminiRead(w, r, &one, fail) {
 			return
 		}
 		reqs = []geminiEmbedRequest{one}
