@@ -60,15 +60,25 @@ example-ocr: $(BIN)/buf
 	$(BIN)/buf build examples/ocr/proto -o examples/ocr/ocr.binpb
 	$(GO) build -o bin/ocr-server ./examples/ocr/server
 
-# The gateway on examples/flexway.yaml in front of the
-# local sample model, offline. Ctrl-C stops both.
+# The gateway on examples/flexway.yaml in front of the local sample model,
+# offline: one flexway-sample process per wire format (WIRE:PORT below, the
+# backends' urls in the file), each checked started, all stopped with the
+# gateway. Ctrl-C stops everything.
 # The demo API key is sk-flexway-demo (its SHA-256 is in the file); the
 # admin key is $FLEXWAY_ADMIN_KEY, sk-flexway-admin-demo when unset.
+SAMPLE_WIRES := openai:8000 anthropic:8001 gemini:8002 a2a:8003
+
 run: build
 	@mkdir -p flexway-data
-	@bin/flexway-sample --listen 127.0.0.1:8000 & sample=$$!; \
-	trap 'kill $$sample 2>/dev/null' EXIT INT TERM; \
-	sleep 0.5; kill -0 $$sample 2>/dev/null || { echo "make run: the sample model could not start on 127.0.0.1:8000 (port in use?)" >&2; exit 1; }; \
+	@started=""; \
+	trap 'for s in $$started; do kill $${s%%:*} 2>/dev/null; done' EXIT INT TERM; \
+	for w in $(SAMPLE_WIRES); do \
+		bin/flexway-sample --wire $${w%%:*} --listen 127.0.0.1:$${w#*:} & started="$$started $$!:$$w"; \
+	done; \
+	sleep 0.5; \
+	for s in $$started; do \
+		w=$${s#*:}; kill -0 $${s%%:*} 2>/dev/null || { echo "make run: the $${w%%:*} sample model could not start on 127.0.0.1:$${w#*:} (port in use?)" >&2; exit 1; }; \
+	done; \
 	FLEXWAY_ADMIN_KEY="$${FLEXWAY_ADMIN_KEY:-sk-flexway-admin-demo}" bin/flexway serve --config examples/flexway.yaml
 
 test: $(BIN)/grpcurl

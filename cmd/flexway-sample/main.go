@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -67,8 +68,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		ReadHeaderTimeout: 10 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return baseCtx },
 	}
-	fmt.Fprintf(stdout, "flexway-sample listening on http://%s/v1 (models: %s; a sample, not a real model)\n",
-		ln.Addr(), strings.Join(opts.models, ", "))
+	fmt.Fprintf(stdout, "flexway-sample listening on http://%s%s (wire: %s; models: %s; a sample, not a real model)\n",
+		ln.Addr(), wireBases[opts.wire], opts.wire, strings.Join(opts.models, ", "))
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
@@ -90,6 +91,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
+// wireBases is the path each wire's base URL ends with, as printed once
+// listening: what a client (or a Flexway backend's url) is given.
+var wireBases = map[string]string{
+	wireOpenAI:    "/v1",
+	wireAnthropic: "",
+	wireGemini:    "/v1beta",
+	wireA2A:       "/",
+}
+
 // parseFlags turns the command line into the listen address and handler
 // options. Usage and parse errors are printed to stderr.
 func parseFlags(args []string, stderr io.Writer) (string, options, error) {
@@ -103,10 +113,13 @@ func parseFlags(args []string, stderr io.Writer) (string, options, error) {
 	def := defaultOptions()
 	listen := fs.String("listen", "127.0.0.1:8000", "address to listen on (port 0 picks a free port)")
 	name := fs.String("name", def.name, "owner reported by GET /v1/models")
-	models := fs.String("models", strings.Join(def.models, ","), "comma-separated model names served")
+	wire := fs.String("wire", wireOpenAI, "wire format served: "+strings.Join(wires, ", "))
+	models := fs.String("models", "", "comma-separated model names served (default per wire: "+
+		"openai sample-small,sample-large; anthropic sample-claude; gemini sample-gemini,sample-gemini-embedding; a2a sample-agent)")
 	chunkDelay := fs.Duration("chunk-delay", def.chunkDelay, "delay before each streamed content chunk")
 	chunks := fs.Int("chunks", def.chunks, "number of content chunks a streamed answer is split into")
-	bearer := fs.String("require-bearer", "", "when set, require \"Authorization: Bearer TOKEN\" on every request")
+	bearer := fs.String("require-bearer", "", "when set, require \"Authorization: Bearer TOKEN\" on every request (openai and a2a wires)")
+	key := fs.String("require-key", "", "when set, require this API key as x-api-key (anthropic wire) or x-goog-api-key (gemini wire)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return "", options{}, err
@@ -114,9 +127,15 @@ func parseFlags(args []string, stderr io.Writer) (string, options, error) {
 		return "", options{}, fmt.Errorf("%w: %w", errUsage, err)
 	}
 
+	modelList := *models
+	if modelList == "" {
+		modelList = strings.Join(defaultModels(*wire), ",")
+	}
 	opts := options{
+		wire:          *wire,
+		requireKey:    *key,
 		name:          strings.TrimSpace(*name),
-		models:        splitModels(*models),
+		models:        splitModels(modelList),
 		chunkDelay:    *chunkDelay,
 		chunks:        *chunks,
 		requireBearer: *bearer,
@@ -125,6 +144,12 @@ func parseFlags(args []string, stderr io.Writer) (string, options, error) {
 	switch {
 	case fs.NArg() > 0:
 		problem = fmt.Sprintf("unexpected arguments: %q", fs.Args())
+	case !slices.Contains(wires, *wire):
+		problem = fmt.Sprintf("--wire must be one of %s, not %q", strings.Join(wires, ", "), *wire)
+	case *bearer != "" && (*wire == wireAnthropic || *wire == wireGemini):
+		problem = "--require-bearer is for the openai and a2a wires; use --require-key"
+	case *key != "" && (*wire == wireOpenAI || *wire == wireA2A):
+		problem = "--require-key is for the anthropic and gemini wires; use --require-bearer"
 	case strings.TrimSpace(*listen) == "":
 		problem = "--listen must not be empty"
 	case opts.name == "":

@@ -104,6 +104,9 @@ func TestRunRejectsBadCommandLines(t *testing.T) {
 		{name: "negative_delay", args: []string{"--chunk-delay", "-1s"}, wantUsage: true, wantErr: "--chunk-delay"},
 		{name: "no_models", args: []string{"--models", " , "}, wantUsage: true, wantErr: "--models"},
 		{name: "empty_name", args: []string{"--name", ""}, wantUsage: true, wantErr: "--name"},
+		{name: "unknown_wire", args: []string{"--wire", "bedrock"}, wantUsage: true, wantErr: "--wire must be one of openai, anthropic, gemini, a2a"},
+		{name: "bearer_on_anthropic", args: []string{"--wire", "anthropic", "--require-bearer", "t"}, wantUsage: true, wantErr: "--require-key"},
+		{name: "key_on_openai", args: []string{"--require-key", "k"}, wantUsage: true, wantErr: "--require-bearer"},
 		{name: "bad_listen_address", args: []string{"--listen", "127.0.0.1:99999"}, wantErr: "listen on 127.0.0.1:99999"},
 	}
 	for _, tt := range tests {

@@ -48,6 +48,13 @@ type options struct {
 	// requireBearer, when not empty, is the token every request must carry
 	// as "Authorization: Bearer <token>". Optional.
 	requireBearer string
+	// wire is the format served: [wireOpenAI] (the default when empty),
+	// [wireAnthropic], [wireGemini] or [wireA2A].
+	wire string
+	// requireKey, when not empty, is the API key every Anthropic request
+	// must carry as "x-api-key" and every Gemini request as
+	// "x-goog-api-key" (or ?key=). Optional.
+	requireKey string
 	// logger receives one line per request. Optional; nil discards.
 	logger *slog.Logger
 }
@@ -77,8 +84,11 @@ func newHandler(opts options) http.Handler {
 	if opts.name == "" {
 		opts.name = def.name
 	}
+	if opts.wire == "" {
+		opts.wire = wireOpenAI
+	}
 	if len(opts.models) == 0 {
-		opts.models = def.models
+		opts.models = defaultModels(opts.wire)
 	}
 	if opts.chunks < 1 {
 		opts.chunks = 1
@@ -104,7 +114,16 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			slog.Int("status", status),
 			slog.Duration("duration", time.Since(start)))
 	}()
-	h.serve(rec, r)
+	switch h.opts.wire {
+	case wireAnthropic:
+		h.serveAnthropic(rec, r)
+	case wireGemini:
+		h.serveGemini(rec, r)
+	case wireA2A:
+		h.serveA2A(rec, r)
+	default:
+		h.serve(rec, r)
+	}
 }
 
 // serve runs the bearer check and the header hooks, then routes.
@@ -114,30 +133,40 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnauthorized, "Incorrect or missing API key: send \"Authorization: Bearer <token>\" with the token given to --require-bearer.", "", "invalid_api_key")
 		return
 	}
+	if !headerHooks(r, func(status int, message, code string) { writeError(w, status, message, "", code) }) {
+		return
+	}
+	h.route(w, r)
+}
+
+// headerHooks applies the X-Sample-Delay and X-Sample-Status test hooks,
+// writing their errors with fail, and reports whether the caller should go
+// on serving.
+func headerHooks(r *http.Request, fail failFunc) bool {
 	if v := r.Header.Get(headerDelay); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < 0 {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("Invalid %s header %q: want a non-negative Go duration such as 200ms.", headerDelay, v), "", "invalid_test_hook")
-			return
+			fail(http.StatusBadRequest, fmt.Sprintf("Invalid %s header %q: want a non-negative Go duration such as 200ms.", headerDelay, v), "invalid_test_hook")
+			return false
 		}
 		if !sleep(r.Context(), d) {
-			return
+			return false
 		}
 	}
 	if v := r.Header.Get(headerStatus); v != "" {
 		status, err := strconv.Atoi(v)
 		if err != nil || status < 400 || status > 599 {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("Invalid %s header %q: want a status from 400 to 599.", headerStatus, v), "", "invalid_test_hook")
-			return
+			fail(http.StatusBadRequest, fmt.Sprintf("Invalid %s header %q: want a status from 400 to 599.", headerStatus, v), "invalid_test_hook")
+			return false
 		}
 		code := ""
 		if status == http.StatusTooManyRequests {
 			code = "rate_limit_exceeded"
 		}
-		writeError(w, status, fmt.Sprintf("flexway-sample: simulated status %d requested by the %s header.", status, headerStatus), "", code)
-		return
+		fail(status, fmt.Sprintf("flexway-sample: simulated status %d requested by the %s header.", status, headerStatus), code)
+		return false
 	}
-	h.route(w, r)
+	return true
 }
 
 // route dispatches /v1 paths, answering unknown paths with 404 and wrong
@@ -234,14 +263,21 @@ func (h *handler) resolveModel(requested string) string {
 	return h.opts.models[0]
 }
 
-// modelHooks applies the test models: [modelSlow] sleeps, [modelFail503]
-// writes a 503. It reports whether the caller should go on serving.
+// modelHooks applies the test models for the OpenAI wire, see
+// [wireModelHooks].
 func modelHooks(w http.ResponseWriter, r *http.Request, model string) bool {
+	return wireModelHooks(r, model, func(status int, message, code string) { writeError(w, status, message, "", code) })
+}
+
+// wireModelHooks applies the test models: [modelSlow] sleeps, [modelFail503]
+// fails with 503 through fail. It reports whether the caller should go on
+// serving.
+func wireModelHooks(r *http.Request, model string, fail failFunc) bool {
 	switch model {
 	case modelSlow:
 		return sleep(r.Context(), slowDelay)
 	case modelFail503:
-		writeError(w, http.StatusServiceUnavailable, "flexway-sample: model sample-fail-503 always fails with 503 (a test hook).", "", "sample_unavailable")
+		fail(http.StatusServiceUnavailable, "flexway-sample: model sample-fail-503 always fails with 503 (a test hook).", "sample_unavailable")
 		return false
 	}
 	return true
