@@ -101,7 +101,12 @@ type wireMessageAnswer struct {
 // upstream_error.
 func Decode(body []byte, created int64) (*flexwayv1.ChatCompletion, Usage, error) {
 	var m wireMessageAnswer
-	if err := json.Unmarshal(body, &m); err != nil || m.Type != "message" {
+	var err error
+	if !scanAnswer(body, &m) {
+		m = wireMessageAnswer{}
+		err = json.Unmarshal(body, &m)
+	}
+	if err != nil || m.Type != "message" {
 		if err == nil {
 			err = fmt.Errorf("answer type %q, not message", m.Type)
 		}
