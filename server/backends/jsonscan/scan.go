@@ -139,10 +139,11 @@ func (s *Scanner) Object(member func(key []byte)) {
 	}
 }
 
-// name reads a member name: a slice of the data when it holds no escape.
+// name reads a member name: a slice of the data when it holds no escape
+// and is valid UTF-8.
 func (s *Scanner) name() []byte {
 	raw, escaped := s.Raw()
-	if !escaped {
+	if !escaped && utf8.Valid(raw) {
 		return raw
 	}
 	s.key = Unescape(s.key[:0], raw)
