@@ -9,7 +9,7 @@ var texts = []string{
 	`"plain"`, `"a\"b\\c\/d\b\f\n\r\t"`, `"\u00e9\u20AC"`, `"\ud83d\ude00"`, `"\ud800"`, `"\ud800\u0041"`,
 	`"\udc00\ud800x"`, "\"bad \xff utf8 \xc3\"", `"<&>"`, "\"\u2028\u2029\"", `{"a":[1,-2.5e+3,true,false,null,{}],"b":""}`,
 	` [ 1 , 2 ] `, `0`, `-0`, `01`, `1.`, `.5`, `1e`, `"\x"`, `"\u12"`, `{"a" 1}`, `[1,]`, `{"a":1,}`, `tru`, `nul`,
-	"\"ctl\x01\"", `"unterminated`, `{"k\u0065y":1}`, `[]`, `{}`, `""`,
+	"\"ctl\x01\"", `"lone \ude00 low"`, `"\ud83d\u0041 pair broken"`, `"caf\u00e9 \u00E9"`, `"日本語"`, "{\"\xed\":1}", `"unterminated`, `{"k\u0065y":1}`, `[]`, `{}`, `""`,
 }
 
 // TestSkipValidAsEncodingJSON: Skip accepts exactly what json.Valid does.
