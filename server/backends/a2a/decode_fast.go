@@ -2,6 +2,7 @@ package a2a
 
 import (
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
+	"github.com/flexway/flexway/server/backends/jsonscan"
 )
 
 // Member names encoding/json would match to a field of status and answer.
@@ -22,85 +23,86 @@ func fastDecode(body []byte, o DecodeOptions) (c *flexwayv1.ChatCompletion, ok b
 	if !ok {
 		return nil, false
 	}
-	r := scanner{b: res}
+	var r jsonscan.Scanner
+	r.Reset(res)
 	var kind, msgID, taskID, state []byte
 	var msgText, artText, statusText []byte
 	var seenKind, seenMsgID, seenID, seenRole, seenParts, seenStatus, seenArts, seenHist, seenState, seenStatusMsg bool
 	history := false
-	r.object(func(key []byte) {
+	r.Object(func(key []byte) {
 		switch string(key) {
 		case "kind":
-			r.once(&seenKind)
+			once(&r, &seenKind)
 			kind = strNoEscape(&r)
 		case "messageId":
-			r.once(&seenMsgID)
+			once(&r, &seenMsgID)
 			msgID = strNoEscape(&r)
 		case "id":
-			r.once(&seenID)
+			once(&r, &seenID)
 			taskID = strNoEscape(&r)
 		case "role":
-			r.once(&seenRole)
+			once(&r, &seenRole)
 			strNoEscape(&r)
 		case "parts":
-			r.once(&seenParts)
+			once(&r, &seenParts)
 			msgText = fastParts(&r, nil)
 		case "status":
-			r.once(&seenStatus)
-			r.object(func(key []byte) {
+			once(&r, &seenStatus)
+			r.Object(func(key []byte) {
 				switch string(key) {
 				case "state":
-					r.once(&seenState)
+					once(&r, &seenState)
 					state = strNoEscape(&r)
 				case "message":
-					r.once(&seenStatusMsg)
+					once(&r, &seenStatusMsg)
 					var seenI, seenR, seenP bool
-					r.object(func(key []byte) {
+					r.Object(func(key []byte) {
 						switch string(key) {
 						case "messageId":
-							r.once(&seenI)
+							once(&r, &seenI)
 							strNoEscape(&r)
 						case "role":
-							r.once(&seenR)
+							once(&r, &seenR)
 							strNoEscape(&r)
 						case "parts":
-							r.once(&seenP)
+							once(&r, &seenP)
 							statusText = fastParts(&r, statusText)
 						default:
-							r.other(key, answerFields)
+							other(&r, key, answerFields)
 						}
 					})
 				default:
-					r.other(key, statusFields)
+					other(&r, key, statusFields)
 				}
 			})
 		case "artifacts":
-			r.once(&seenArts)
-			r.array(func() {
+			once(&r, &seenArts)
+			r.Array(func() {
 				var seenA, seenP bool
-				r.object(func(key []byte) {
+				r.Object(func(key []byte) {
 					switch string(key) {
 					case "artifactId":
-						r.once(&seenA)
+						once(&r, &seenA)
 						strNoEscape(&r)
 					case "parts":
-						r.once(&seenP)
+						once(&r, &seenP)
 						artText = fastParts(&r, artText)
 					default:
-						r.other(key, artifactFields)
+						other(&r, key, artifactFields)
 					}
 				})
 			})
 		case "history":
-			r.once(&seenHist)
-			history = !r.isNull()
+			once(&r, &seenHist)
+			history = !r.Null()
 			if history {
-				r.skip()
+				r.Skip()
 			}
 		default:
-			r.other(key, resultFields)
+			other(&r, key, resultFields)
 		}
 	})
-	if r.bad {
+	if r.Bad() {
 		return nil, false
 	}
 	var text []byte

@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
+	"github.com/flexway/flexway/server/backends/jsonscan"
 	"github.com/flexway/flexway/server/faults"
 )
 
@@ -231,21 +232,21 @@ var (
 
 // other handles a member the fast path does not read: skipped when
 // encoding/json ignores it too, else the input is left to encoding/json.
-func (s *scanner) other(key []byte, fields []string) {
+func other(s *jsonscan.Scanner, key []byte, fields []string) {
 	for _, f := range fields {
 		if bytes.EqualFold(key, []byte(f)) {
-			s.bad = true
+			s.Fail()
 			return
 		}
 	}
-	s.skip()
+	s.Skip()
 }
 
 // once marks the scanner bad when a member comes twice (encoding/json
 // would merge or replace; the fast path does not try).
-func (s *scanner) once(seen *bool) {
+func once(s *jsonscan.Scanner, seen *bool) {
 	if *seen {
-		s.bad = true
+		s.Fail()
 	}
 	*seen = true
 }
@@ -260,54 +261,56 @@ func (d *StreamDecoder) fastArtifact(data []byte) (c *flexwayv1.ChatCompletionCh
 	if !ok {
 		return nil, false
 	}
-	r := scanner{b: res}
+	var r jsonscan.Scanner
+	r.Reset(res)
 	var kind, taskID, art []byte
 	var appendFlag, seenKind, seenTask, seenAppend, seenLast, seenArt bool
-	r.object(func(key []byte) {
+	r.Object(func(key []byte) {
 		switch string(key) {
 		case "kind":
-			r.once(&seenKind)
+			once(&r, &seenKind)
 			kind = strNoEscape(&r)
 		case "taskId":
-			r.once(&seenTask)
+			once(&r, &seenTask)
 			taskID = strNoEscape(&r)
 		case "append":
-			r.once(&seenAppend)
-			appendFlag = r.boolean()
+			once(&r, &seenAppend)
+			appendFlag = r.Bool()
 		case "lastChunk":
-			r.once(&seenLast)
-			r.boolean()
+			once(&r, &seenLast)
+			r.Bool()
 		case "artifact":
-			r.once(&seenArt)
-			start := r.pos
-			r.skip()
-			art = res[start:r.pos]
+			once(&r, &seenArt)
+			start := r.Pos()
+			r.Skip()
+			art = res[start:r.Pos()]
 		default:
-			r.other(key, resultFields)
+			other(&r, key, resultFields)
 		}
 	})
-	if r.bad || string(kind) != "artifact-update" || len(art) == 0 || art[len(art)-1] != '}' {
+	if r.Bad() || string(kind) != "artifact-update" || len(art) == 0 || art[len(art)-1] != '}' {
 		return nil, false
 	}
-	a := scanner{b: art}
+	var a jsonscan.Scanner
+	a.Reset(art)
 	var artifactID []byte
 	var seenID, seenParts bool
 	d.buf = d.buf[:0]
-	a.object(func(key []byte) {
+	a.Object(func(key []byte) {
 		switch string(key) {
 		case "artifactId":
-			a.once(&seenID)
+			once(&a, &seenID)
 			artifactID = strNoEscape(&a)
 		case "parts":
-			a.once(&seenParts)
-			if !a.bad {
+			once(&a, &seenParts)
+			if !a.Bad() {
 				d.buf = fastParts(&a, d.buf)
 			}
 		default:
-			a.other(key, artifactFields)
+			other(&a, key, artifactFields)
 		}
 	})
-	if a.bad {
+	if a.Bad() {
 		return nil, false
 	}
 	if d.id == "" && len(taskID) > 0 {
@@ -332,30 +335,31 @@ func (d *StreamDecoder) fastArtifact(data []byte) (c *flexwayv1.ChatCompletionCh
 // its result when it has one and a null or absent error; ok is false for
 // anything else, left to encoding/json.
 func fastResult(data []byte) (res []byte, ok bool) {
-	s := scanner{b: data}
+	var s jsonscan.Scanner
+	s.Reset(data)
 	var seenRes, seenErr, seenRPC bool
-	s.object(func(key []byte) {
+	s.Object(func(key []byte) {
 		switch string(key) {
 		case "result":
-			s.once(&seenRes)
-			start := s.pos
-			s.skip()
-			res = data[start:s.pos]
+			once(&s, &seenRes)
+			start := s.Pos()
+			s.Skip()
+			res = data[start:s.Pos()]
 		case "error":
-			s.once(&seenErr)
-			if !s.isNull() {
-				s.bad = true
+			once(&s, &seenErr)
+			if !s.Null() {
+				s.Fail()
 			}
 		case "jsonrpc":
-			s.once(&seenRPC)
-			if _, esc := s.str(); esc {
-				s.bad = true
+			once(&s, &seenRPC)
+			if _, esc := s.Raw(); esc {
+				s.Fail()
 			}
 		default:
-			s.other(key, responseFields)
+			other(&s, key, responseFields)
 		}
 	})
-	if s.ws(); s.bad || s.pos != len(data) || res == nil {
+	if !s.Done() || res == nil {
 		return nil, false
 	}
 	return res, true
@@ -364,27 +368,27 @@ func fastResult(data []byte) (res []byte, ok bool) {
 // fastParts reads a parts array, appending the text of its text parts to
 // dst as [joinPartsBytes] does; a part that is neither text nor file marks
 // the scanner bad.
-func fastParts(a *scanner, dst []byte) []byte {
-	a.array(func() {
+func fastParts(a *jsonscan.Scanner, dst []byte) []byte {
+	a.Array(func() {
 		var pkind, text []byte
 		var esc, hasText, seenKind, seenData bool
-		a.object(func(key []byte) {
+		a.Object(func(key []byte) {
 			switch string(key) {
 			case "kind":
-				a.once(&seenKind)
+				once(a, &seenKind)
 				pkind = strNoEscape(a)
 			case "text":
-				a.once(&hasText)
-				text, esc = a.str()
+				once(a, &hasText)
+				text, esc = a.Raw()
 			case "data":
-				a.once(&seenData)
-				a.skip()
+				once(a, &seenData)
+				a.Skip()
 			default:
-				a.other(key, partFields)
+				other(a, key, partFields)
 			}
 		})
 		switch {
-		case a.bad, string(pkind) == "file":
+		case a.Bad(), string(pkind) == "file":
 		case string(pkind) == "text" && hasText:
 			if len(text) == 0 {
 				return
@@ -392,20 +396,13 @@ func fastParts(a *scanner, dst []byte) []byte {
 			if len(dst) > 0 {
 				dst = append(dst, '\n')
 			}
-			if !esc {
-				if !utf8.Valid(text) {
-					a.bad = true
-					return
-				}
+			if !esc && utf8.Valid(text) {
 				dst = append(dst, text...)
 				return
 			}
-			var ok bool
-			if dst, ok = appendUnescaped(dst, text); !ok {
-				a.bad = true
-			}
+			dst = jsonscan.Unescape(dst, text)
 		default:
-			a.bad = true
+			a.Fail()
 		}
 	})
 	return dst
@@ -413,10 +410,10 @@ func fastParts(a *scanner, dst []byte) []byte {
 
 // strNoEscape reads a string that must hold no escape and be valid UTF-8
 // (an id or a kind), else marks the scanner bad.
-func strNoEscape(s *scanner) []byte {
-	raw, esc := s.str()
+func strNoEscape(s *jsonscan.Scanner) []byte {
+	raw, esc := s.Raw()
 	if esc || !utf8.Valid(raw) {
-		s.bad = true
+		s.Fail()
 	}
 	return raw
 }
