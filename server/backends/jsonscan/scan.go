@@ -14,8 +14,12 @@
 package jsonscan
 
 import (
+	"encoding/binary"
+	"math/bits"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/flexway/flexway/server/jsonstring"
 )
 
 // MaxDepth bounds the nesting [Scanner.Skip] reads, as encoding/json's
@@ -182,7 +186,19 @@ func (s *Scanner) Raw() (raw []byte, escaped bool) {
 		return nil, false
 	}
 	start := s.pos
-	for s.pos < len(s.data) {
+	for {
+		// Skip plain bytes eight at a time, up to the first quote,
+		// backslash or control byte.
+		for s.pos+8 <= len(s.data) {
+			if m := jsonstring.SpecialMask(binary.LittleEndian.Uint64(s.data[s.pos:])); m != 0 {
+				s.pos += bits.TrailingZeros64(m) >> 3
+				break
+			}
+			s.pos += 8
+		}
+		if s.pos >= len(s.data) {
+			break
+		}
 		switch c := s.data[s.pos]; {
 		case c == '"':
 			raw = s.data[start:s.pos]
