@@ -155,7 +155,7 @@ func (e *encoder) messages(msgs []*flexwayv1.ChatMessage, w *wireRequest) error 
 	switch len(system) {
 	case 0:
 	case 1:
-		w.System = jsonscan.AppendString(nil, *system[0].Text)
+		w.System = jsonscan.AppendString(nil, system[0].Text)
 	default:
 		w.System = appendBlocks(nil, system)
 	}
@@ -182,7 +182,7 @@ type msgPath int
 // String returns "messages[i]".
 func (p msgPath) String() string { return "messages[" + strconv.Itoa(int(p)) + "]" }
 
-func textBlock(s string) wireBlock { return wireBlock{Type: "text", Text: &s} }
+func textBlock(s string) wireBlock { return wireBlock{Type: "text", Text: s, HasText: true} }
 
 // textBlocks is the non-empty text of m (a string or text parts).
 func (e *encoder) textBlocks(m *flexwayv1.ChatMessage, p msgPath) ([]wireBlock, error) {

@@ -33,7 +33,8 @@ type wireMessage struct {
 // tool_result.
 type wireBlock struct {
 	Type      string
-	Text      *string // text, "" included; nil omits it
+	Text      string
+	HasText   bool // Text is written, "" included
 	Source    *wireSource
 	ID        string
 	Name      string
@@ -155,9 +156,9 @@ func appendBlocks(dst []byte, blocks []wireBlock) []byte {
 		b := &blocks[i]
 		dst = append(dst, `{"type":`...)
 		dst = jsonscan.AppendString(dst, b.Type)
-		if b.Text != nil {
+		if b.HasText {
 			dst = append(dst, `,"text":`...)
-			dst = jsonscan.AppendString(dst, *b.Text)
+			dst = jsonscan.AppendString(dst, b.Text)
 		}
 		if src := b.Source; src != nil {
 			dst = append(dst, `,"source":{"type":`...)

@@ -16,10 +16,36 @@ func (s *Scanner) Text() string {
 	}
 	raw, escaped := s.Raw()
 	if !escaped && utf8.Valid(raw) {
-		return string(raw)
+		return intern(raw)
 	}
 	var buf [128]byte
 	return string(Unescape(buf[:0], raw))
+}
+
+// intern is string(b), without an allocation for the values that recur
+// in every request and answer.
+func intern(b []byte) string {
+	switch string(b) {
+	case "function":
+		return "function"
+	case "text":
+		return "text"
+	case "object":
+		return "object"
+	case "string":
+		return "string"
+	case "message":
+		return "message"
+	case "assistant":
+		return "assistant"
+	case "tool_use":
+		return "tool_use"
+	case "thinking":
+		return "thinking"
+	case "end_turn":
+		return "end_turn"
+	}
+	return string(b)
 }
 
 // ToolCall is one element of an assistant message's tool_calls:

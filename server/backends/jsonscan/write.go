@@ -1,8 +1,6 @@
 package jsonscan
 
 import (
-	"strings"
-
 	"github.com/flexway/flexway/server/jsonstring"
 )
 
@@ -12,7 +10,11 @@ const hexDigits = "0123456789abcdef"
 // writes for a Go string: [jsonstring.Append], and <, > and & escaped as
 // \u003c, \u003e and \u0026.
 func AppendString(dst []byte, s string) []byte {
-	if !strings.ContainsAny(s, "<>&") {
+	html := false
+	for i := 0; i < len(s) && !html; i++ {
+		html = s[i] == '<' || s[i] == '>' || s[i] == '&'
+	}
+	if !html {
 		return jsonstring.Append(dst, s)
 	}
 	from := len(dst)
