@@ -108,6 +108,7 @@ func (e *encoder) drop(name string) { e.dropped[name] = struct{}{} }
 // messages fills w.System and w.Messages.
 func (e *encoder) messages(msgs []*flexwayv1.ChatMessage, w *wireRequest) error {
 	var system []wireBlock
+	w.Messages = make([]wireMessage, 0, len(msgs))
 	for i, m := range msgs {
 		p := msgPath(i)
 		if m.Name != nil {
