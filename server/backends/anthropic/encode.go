@@ -318,11 +318,11 @@ func (e *encoder) assistantBlocks(m *flexwayv1.ChatMessage, p msgPath) ([]wireBl
 		if c.ID == "" || c.Name == "" {
 			return nil, invalid(cp(), "a tool call needs an id and a function name")
 		}
-		input := []byte(strings.TrimSpace(c.Arguments))
-		if len(input) == 0 {
-			input = []byte("{}")
+		input := strings.TrimSpace(c.Arguments)
+		if input == "" {
+			input = "{}"
 		}
-		compact, ok := jsonscan.AppendCompact(nil, input)
+		compact, ok := jsonscan.AppendCompactString(make([]byte, 0, len(input)), input)
 		if !ok || compact[0] != '{' {
 			return nil, invalid(cp()+".function.arguments", "tool call arguments must be a JSON object")
 		}
@@ -403,13 +403,14 @@ func (e *encoder) tools(raw string, w *wireRequest) error {
 		if len(t.Strict) > 0 {
 			e.drop("tools[].function.strict")
 		}
-		schema := t.Parameters
-		if len(schema) == 0 || string(schema) == "null" {
+		var schema []byte
+		switch p := t.Parameters; {
+		case p == "" || p == "null":
 			schema = []byte(`{"type":"object","properties":{}}`)
-		} else if schema[0] != '{' {
+		case p[0] != '{':
 			return invalid(fmt.Sprintf("tools[%d].function.parameters", i), "parameters must be a JSON Schema object")
-		} else {
-			schema, _ = jsonscan.AppendCompact(make([]byte, 0, len(schema)), schema)
+		default:
+			schema, _ = jsonscan.AppendCompactString(make([]byte, 0, len(p)), p)
 		}
 		w.Tools = append(w.Tools, wireTool{Name: t.Name, Description: t.Description, InputSchema: schema})
 	}

@@ -238,7 +238,7 @@ func encodeTools(raw string) ([]gTool, error) {
 		}
 		d := gFunctionDeclaration{Name: t.Name, Description: t.Description}
 		if len(t.Parameters) > 0 && string(t.Parameters) != "null" {
-			p, err := ReduceSchema(t.Parameters)
+			p, err := ReduceSchema([]byte(t.Parameters))
 			if err != nil {
 				return nil, invalid(fmt.Sprintf("tools[%d].function.parameters", i), "%v", err)
 			}
@@ -406,11 +406,11 @@ func imagePart(param, u string) (gPart, error) {
 // functionCall parts, each with the thoughtSignature its id carries.
 func appendFunctionCalls(parts []gPart, i int, calls []jsonscan.ToolCall) ([]gPart, error) {
 	for j, c := range calls {
-		args := []byte(c.Arguments)
-		if strings.TrimSpace(c.Arguments) == "" {
-			args = []byte("{}")
+		args := c.Arguments
+		if strings.TrimSpace(args) == "" {
+			args = "{}"
 		}
-		compact, ok := jsonscan.AppendCompact(make([]byte, 0, len(args)), args)
+		compact, ok := jsonscan.AppendCompactString(make([]byte, 0, len(args)), args)
 		if !ok || compact[0] != '{' {
 			return nil, invalid(fmt.Sprintf("messages[%d].tool_calls[%d].function.arguments", i, j), "tool call arguments must be a JSON object")
 		}
@@ -448,7 +448,7 @@ func functionResponse(i int, m *flexwayv1.ChatMessage, names map[string]string) 
 	var resp []byte
 	isObject := false
 	if t := strings.TrimSpace(text); strings.HasPrefix(t, "{") {
-		resp, isObject = jsonscan.AppendCompact(nil, []byte(t))
+		resp, isObject = jsonscan.AppendCompactString(nil, t)
 	}
 	if !isObject {
 		resp = append(jsonscan.AppendString(append(make([]byte, 0, len(text)+14), `{"content":`...), text), '}')

@@ -16,6 +16,9 @@ func (s *Scanner) Text() string {
 	}
 	raw, escaped := s.Raw()
 	if !escaped && utf8.Valid(raw) {
+		if s.inPlace {
+			return s.view(raw)
+		}
 		return intern(raw)
 	}
 	var buf [128]byte
@@ -57,7 +60,7 @@ type ToolCall struct {
 // ToolCalls reads an assistant message's tool_calls (an array, or null).
 func ToolCalls(raw string) (calls []ToolCall, ok bool) {
 	var s Scanner
-	s.Reset([]byte(raw))
+	s.resetString(raw)
 	if s.Null() {
 		return nil, s.Done()
 	}
@@ -100,16 +103,16 @@ func (s *Scanner) fields(member func(key []byte)) {
 
 // Tool is one element of the request's tools: {"type", "function":
 // {"name", "description", "parameters", "strict"}}; Parameters and Strict
-// are the raw JSON as written (null included), nil when absent.
+// are the raw JSON as written (null included), "" when absent.
 type Tool struct {
 	Type, Name, Description string
-	Parameters, Strict      []byte
+	Parameters, Strict      string
 }
 
 // Tools reads the request's tools (an array, or null).
 func Tools(raw string) (tools []Tool, ok bool) {
 	var s Scanner
-	s.Reset([]byte(raw))
+	s.resetString(raw)
 	if s.Null() {
 		return nil, s.Done()
 	}
@@ -127,9 +130,9 @@ func Tools(raw string) (tools []Tool, ok bool) {
 					case "description":
 						t.Description = s.Text()
 					case "parameters":
-						t.Parameters = s.Value()
+						t.Parameters = s.view(s.Value())
 					case "strict":
-						t.Strict = s.Value()
+						t.Strict = s.view(s.Value())
 					default:
 						s.Skip()
 					}
@@ -147,7 +150,7 @@ func Tools(raw string) (tools []Tool, ok bool) {
 // elements as "").
 func Strings(raw string) (list []string, one bool, ok bool) {
 	var s Scanner
-	s.Reset([]byte(raw))
+	s.resetString(raw)
 	if s.Peek() == '"' {
 		list = []string{s.Text()}
 		return list, true, s.Done()
@@ -172,7 +175,7 @@ type ToolChoice struct {
 // ReadToolChoice reads tool_choice.
 func ReadToolChoice(raw string) (tc ToolChoice, ok bool) {
 	var s Scanner
-	s.Reset([]byte(raw))
+	s.resetString(raw)
 	if s.Peek() == '"' {
 		tc.Mode, tc.IsString = s.Text(), true
 		return tc, s.Done()
@@ -200,7 +203,7 @@ func ReadToolChoice(raw string) (tc ToolChoice, ok bool) {
 // else.
 func String(raw string) (string, bool) {
 	var s Scanner
-	s.Reset([]byte(raw))
+	s.resetString(raw)
 	v := s.Text()
 	return v, s.Done()
 }

@@ -18,6 +18,7 @@ import (
 	"math/bits"
 	"unicode/utf16"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/flexway/flexway/server/jsonstring"
 )
@@ -35,11 +36,31 @@ type Scanner struct {
 	pos  int
 	bad  bool
 	key  []byte // an escaped member name, unescaped
+	// inPlace: data is a string's bytes (resetString), which strings
+	// read from it may share.
+	inPlace bool
 }
 
 // Reset makes s read data from its start, keeping its buffers.
 func (s *Scanner) Reset(data []byte) {
-	s.data, s.pos, s.bad = data, 0, false
+	s.data, s.pos, s.bad, s.inPlace = data, 0, false, false
+}
+
+// resetString makes s read raw in place: the scanner only reads its data,
+// so it may scan a string's bytes rather than a copy, and [Scanner.Text]
+// returns substrings of raw.
+func (s *Scanner) resetString(raw string) {
+	s.Reset(unsafe.Slice(unsafe.StringData(raw), len(raw)))
+	s.inPlace = true
+}
+
+// view is b, bytes of the data, as a string: shared with the data when
+// it is a string's, else copied.
+func (s *Scanner) view(b []byte) string {
+	if !s.inPlace || len(b) == 0 {
+		return string(b)
+	}
+	return unsafe.String(&b[0], len(b))
 }
 
 // Bad reports whether a read failed.

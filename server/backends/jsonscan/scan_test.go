@@ -63,6 +63,9 @@ func TestWritersAsMarshal(t *testing.T) {
 		if ok != (werr == nil) || ok && string(got) != "x"+string(want) {
 			t.Errorf("AppendCompact(%q) = %s %v, want x%s %v", text, got, ok, want, werr)
 		}
+		if got2, ok2 := AppendCompactString([]byte("x"), text); ok2 != ok || string(got2) != string(got) {
+			t.Errorf("AppendCompactString(%q) = %s %v, AppendCompact gives %s %v", text, got2, ok2, got, ok)
+		}
 	}
 }
 

@@ -61,6 +61,18 @@ func escapeHTML(dst []byte, from int) []byte {
 func AppendCompact(dst, raw []byte) (out []byte, ok bool) {
 	var s Scanner
 	s.Reset(raw)
+	return appendCompact(dst, raw, &s)
+}
+
+// AppendCompactString is [AppendCompact] of a string, read in place.
+func AppendCompactString(dst []byte, raw string) (out []byte, ok bool) {
+	var s Scanner
+	s.resetString(raw)
+	return appendCompact(dst, s.data, &s)
+}
+
+// appendCompact is AppendCompact of raw, s reading raw.
+func appendCompact(dst, raw []byte, s *Scanner) (out []byte, ok bool) {
 	s.Skip()
 	if !s.Done() {
 		return dst, false
