@@ -15,20 +15,19 @@ func scanAnswer(body []byte, m *wireMessageAnswer) (ok bool) {
 	s.Reset(body)
 	var seen uint
 	s.Object(func(key []byte) {
-		bit, dst := uint(0), (*string)(nil)
 		switch string(key) {
 		case "id":
-			bit, dst = 1, &m.ID
+			text(&s, &seen, 1, &m.ID)
 		case "type":
-			bit, dst = 2, &m.Type
+			text(&s, &seen, 2, &m.Type)
 		case "role":
-			bit, dst = 4, &m.Role
+			text(&s, &seen, 4, &m.Role)
 		case "model":
-			bit, dst = 8, &m.Model
+			text(&s, &seen, 8, &m.Model)
 		case "stop_reason":
-			bit, dst = 16, &m.StopReason
+			text(&s, &seen, 16, &m.StopReason)
 		case "content":
-			bit = 32
+			once(&s, &seen, 32)
 			if !s.Null() {
 				m.Content = make([]wireContent, 0, 4)
 				s.Array(func() {
@@ -37,29 +36,31 @@ func scanAnswer(body []byte, m *wireMessageAnswer) (ok bool) {
 				})
 			}
 		case "usage":
-			bit = 64
+			once(&s, &seen, 64)
 			if !s.Null() {
 				m.Usage = &wireUsage{}
 				scanUsage(&s, m.Usage)
 			}
 		default:
 			other(&s, key)
-			return
-		}
-		if seen&bit != 0 {
-			s.Fail()
-		}
-		seen |= bit
-		if dst != nil {
-			text(&s, dst)
 		}
 	})
 	return s.Done()
 }
 
-// text reads a string into dst; null leaves dst as it is, as
-// encoding/json does.
-func text(s *jsonscan.Scanner, dst *string) {
+// once marks bit seen, failing s when it was: encoding/json would merge
+// a member given twice.
+func once(s *jsonscan.Scanner, seen *uint, bit uint) {
+	if *seen&bit != 0 {
+		s.Fail()
+	}
+	*seen |= bit
+}
+
+// text reads a string member (once) into dst; null leaves dst as it is,
+// as encoding/json does.
+func text(s *jsonscan.Scanner, seen *uint, bit uint, dst *string) {
+	once(s, seen, bit)
 	if !s.Null() {
 		*dst = s.Text()
 	}
@@ -83,31 +84,22 @@ func scanContent(s *jsonscan.Scanner, b *wireContent) {
 	}
 	var seen uint
 	s.Object(func(key []byte) {
-		bit, dst := uint(0), (*string)(nil)
 		switch string(key) {
 		case "type":
-			bit, dst = 1, &b.Type
+			text(s, &seen, 1, &b.Type)
 		case "text":
-			bit, dst = 2, &b.Text
+			text(s, &seen, 2, &b.Text)
 		case "thinking":
-			bit, dst = 4, &b.Thinking
+			text(s, &seen, 4, &b.Thinking)
 		case "id":
-			bit, dst = 8, &b.ID
+			text(s, &seen, 8, &b.ID)
 		case "name":
-			bit, dst = 16, &b.Name
+			text(s, &seen, 16, &b.Name)
 		case "input":
-			bit = 32
+			once(s, &seen, 32)
 			b.Input = s.Value()
 		default:
 			other(s, key)
-			return
-		}
-		if seen&bit != 0 {
-			s.Fail()
-		}
-		seen |= bit
-		if dst != nil {
-			text(s, dst)
 		}
 	})
 }
@@ -115,24 +107,24 @@ func scanContent(s *jsonscan.Scanner, b *wireContent) {
 func scanUsage(s *jsonscan.Scanner, u *wireUsage) {
 	var seen uint
 	s.Object(func(key []byte) {
-		bit, dst := uint(0), (**int64)(nil)
+		var dst **int64
 		switch string(key) {
 		case "input_tokens":
-			bit, dst = 1, &u.InputTokens
+			once(s, &seen, 1)
+			dst = &u.InputTokens
 		case "output_tokens":
-			bit, dst = 2, &u.OutputTokens
+			once(s, &seen, 2)
+			dst = &u.OutputTokens
 		case "cache_creation_input_tokens":
-			bit, dst = 4, &u.CacheCreationInputTokens
+			once(s, &seen, 4)
+			dst = &u.CacheCreationInputTokens
 		case "cache_read_input_tokens":
-			bit, dst = 8, &u.CacheReadInputTokens
+			once(s, &seen, 8)
+			dst = &u.CacheReadInputTokens
 		default:
 			other(s, key)
 			return
 		}
-		if seen&bit != 0 {
-			s.Fail()
-		}
-		seen |= bit
 		if s.Null() {
 			*dst = nil
 			return

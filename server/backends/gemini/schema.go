@@ -166,8 +166,12 @@ type reducer struct {
 }
 
 // reduce writes node i, depth deep, reduced.
-func (r *reducer) reduce(i int32, depth int) error {
-	if depth > maxSchemaDepth {
+func (r *reducer) reduce(i int32, depth int) error { return r.write(i, depth, false) }
+
+// write writes node i, depth deep: reduced, or as it is (its objects' keys
+// sorted) when plain.
+func (r *reducer) write(i int32, depth int, plain bool) error {
+	if depth > maxSchemaDepth && !plain {
 		return errors.New("the schema nests too deep")
 	}
 	t := r.t
@@ -178,7 +182,7 @@ func (r *reducer) reduce(i int32, depth int) error {
 			if k > 0 {
 				r.out = append(r.out, ',')
 			}
-			if err := r.reduce(c, depth+1); err != nil {
+			if err := r.write(c, depth+1, plain); err != nil {
 				return err
 			}
 		}
@@ -188,6 +192,15 @@ func (r *reducer) reduce(i int32, depth int) error {
 	default:
 		r.scalar(i)
 		return nil
+	}
+	if plain {
+		mark := len(r.ents)
+		for _, c := range t.children(i) {
+			r.ents = append(r.ents, entry{t.str(t.nodes[c].key), c, modePlain})
+		}
+		err := r.object(mark, depth)
+		r.ents = r.ents[:mark]
+		return err
 	}
 	if ref := t.member(i, "$ref"); ref >= 0 && t.nodes[ref].kind == '"' {
 		name := t.str(t.nodes[ref].text)
@@ -275,7 +288,7 @@ func (r *reducer) object(mark, depth int) error {
 		case modeReduce:
 			err = r.reduce(e.node, depth+1)
 		case modePlain:
-			r.plain(e.node)
+			err = r.write(e.node, depth+1, true)
 		case modeNullable:
 			r.out = append(r.out, "true"...)
 		case modeProps:
@@ -299,31 +312,6 @@ func nullableLast(e entry) int {
 		return 1
 	}
 	return 0
-}
-
-// plain writes node i as it is, its objects' keys sorted.
-func (r *reducer) plain(i int32) {
-	t := r.t
-	switch t.nodes[i].kind {
-	case '[':
-		r.out = append(r.out, '[')
-		for k, c := range t.children(i) {
-			if k > 0 {
-				r.out = append(r.out, ',')
-			}
-			r.plain(c)
-		}
-		r.out = append(r.out, ']')
-	case '{':
-		mark := len(r.ents)
-		for _, c := range t.children(i) {
-			r.ents = append(r.ents, entry{t.str(t.nodes[c].key), c, modePlain})
-		}
-		_ = r.object(mark, 0)
-		r.ents = r.ents[:mark]
-	default:
-		r.scalar(i)
-	}
 }
 
 func (r *reducer) scalar(i int32) {

@@ -13,31 +13,14 @@ import (
 
 func (r *gRequest) append(dst []byte) []byte {
 	dst = append(dst, `{"contents":`...)
-	if r.Contents == nil {
-		dst = append(dst, "null"...)
-	} else {
-		dst = append(dst, '[')
-		for i := range r.Contents {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = r.Contents[i].append(dst)
-		}
-		dst = append(dst, ']')
-	}
+	dst = appendList(dst, r.Contents, (*gContent).append)
 	if r.SystemInstruction != nil {
 		dst = append(dst, `,"systemInstruction":`...)
 		dst = r.SystemInstruction.append(dst)
 	}
 	if len(r.Tools) > 0 {
-		dst = append(dst, `,"tools":[`...)
-		for i, t := range r.Tools {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = t.append(dst)
-		}
-		dst = append(dst, ']')
+		dst = append(dst, `,"tools":`...)
+		dst = appendList(dst, r.Tools, (*gTool).append)
 	}
 	if tc := r.ToolConfig; tc != nil {
 		dst = append(dst, `,"toolConfig":{"functionCallingConfig":{"mode":`...)
@@ -53,6 +36,22 @@ func (r *gRequest) append(dst []byte) []byte {
 		dst = r.GenerationConfig.append(dst)
 	}
 	return append(dst, '}')
+}
+
+// appendList writes list as an array of what each writes of each
+// element, null when list is nil.
+func appendList[T any](dst []byte, list []T, each func(*T, []byte) []byte) []byte {
+	if list == nil {
+		return append(dst, "null"...)
+	}
+	dst = append(dst, '[')
+	for i := range list {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = each(&list[i], dst)
+	}
+	return append(dst, ']')
 }
 
 func appendStrings(dst []byte, list []string) []byte {
@@ -90,19 +89,7 @@ func (c *gContent) append(dst []byte) []byte {
 	} else {
 		dst = append(dst, `,"parts":`...)
 	}
-	if c.Parts == nil {
-		dst = append(dst, "null"...)
-	} else {
-		dst = append(dst, '[')
-		for i := range c.Parts {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = c.Parts[i].append(dst)
-		}
-		dst = append(dst, ']')
-	}
-	return append(dst, '}')
+	return append(appendList(dst, c.Parts, (*gPart).append), '}')
 }
 
 func (p *gPart) append(dst []byte) []byte {
