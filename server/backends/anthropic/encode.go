@@ -2,6 +2,7 @@ package anthropic
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -310,6 +311,7 @@ func (e *encoder) assistantBlocks(m *flexwayv1.ChatMessage, p msgPath) ([]wireBl
 	if !ok {
 		return nil, invalid(p.String()+".tool_calls", "tool_calls must be an array of function calls")
 	}
+	out = slices.Grow(out, len(calls))
 	for j, c := range calls {
 		cp := func() string { return fmt.Sprintf("%s.tool_calls[%d]", p, j) }
 		if c.Type != "" && c.Type != "function" {
@@ -396,6 +398,7 @@ func (e *encoder) tools(raw string, w *wireRequest) error {
 	if !ok {
 		return invalid("tools", "tools must be an array of function tools")
 	}
+	w.Tools = make([]wireTool, 0, len(tools))
 	for i, t := range tools {
 		if t.Type != "function" || t.Name == "" {
 			return invalid(fmt.Sprintf("tools[%d]", i), "only function tools with a name have a counterpart on this backend")

@@ -64,6 +64,7 @@ func ToolCalls(raw string) (calls []ToolCall, ok bool) {
 	if s.Null() {
 		return nil, s.Done()
 	}
+	calls = make([]ToolCall, 0, 4)
 	s.Array(func() {
 		var c ToolCall
 		if !s.Null() {
@@ -116,6 +117,7 @@ func Tools(raw string) (tools []Tool, ok bool) {
 	if s.Null() {
 		return nil, s.Done()
 	}
+	tools = make([]Tool, 0, 4)
 	s.Array(func() {
 		var t Tool
 		s.fields(func(key []byte) {
