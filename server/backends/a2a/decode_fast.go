@@ -19,90 +19,87 @@ var (
 // [Decode] reads with encoding/json to the same result (the fuzz target
 // checks it).
 func fastDecode(body []byte, o DecodeOptions) (c *flexwayv1.ChatCompletion, ok bool) {
-	res, ok := fastResult(body)
-	if !ok {
-		return nil, false
-	}
-	var r jsonscan.Scanner
-	r.Reset(res)
 	var kind, msgID, taskID, state []byte
 	var msgText, artText, statusText []byte
 	var seenKind, seenMsgID, seenID, seenRole, seenParts, seenStatus, seenArts, seenHist, seenState, seenStatusMsg bool
 	history := false
-	r.Object(func(key []byte) {
-		switch string(key) {
-		case "kind":
-			once(&r, &seenKind)
-			kind = strNoEscape(&r)
-		case "messageId":
-			once(&r, &seenMsgID)
-			msgID = strNoEscape(&r)
-		case "id":
-			once(&r, &seenID)
-			taskID = strNoEscape(&r)
-		case "role":
-			once(&r, &seenRole)
-			strNoEscape(&r)
-		case "parts":
-			once(&r, &seenParts)
-			msgText = fastParts(&r, nil)
-		case "status":
-			once(&r, &seenStatus)
-			r.Object(func(key []byte) {
-				switch string(key) {
-				case "state":
-					once(&r, &seenState)
-					state = strNoEscape(&r)
-				case "message":
-					once(&r, &seenStatusMsg)
-					var seenI, seenR, seenP bool
-					r.Object(func(key []byte) {
-						switch string(key) {
-						case "messageId":
-							once(&r, &seenI)
-							strNoEscape(&r)
-						case "role":
-							once(&r, &seenR)
-							strNoEscape(&r)
-						case "parts":
-							once(&r, &seenP)
-							statusText = fastParts(&r, statusText)
-						default:
-							other(&r, key, answerFields)
-						}
-					})
-				default:
-					other(&r, key, statusFields)
-				}
-			})
-		case "artifacts":
-			once(&r, &seenArts)
-			r.Array(func() {
-				var seenA, seenP bool
+	var scan jsonscan.Scanner
+	r := &scan
+	if !fastResult(r, body, func() {
+		r.Object(func(key []byte) {
+			switch string(key) {
+			case "kind":
+				once(r, &seenKind)
+				kind = strNoEscape(r)
+			case "messageId":
+				once(r, &seenMsgID)
+				msgID = strNoEscape(r)
+			case "id":
+				once(r, &seenID)
+				taskID = strNoEscape(r)
+			case "role":
+				once(r, &seenRole)
+				strNoEscape(r)
+			case "parts":
+				once(r, &seenParts)
+				msgText = fastParts(r, nil)
+			case "status":
+				once(r, &seenStatus)
 				r.Object(func(key []byte) {
 					switch string(key) {
-					case "artifactId":
-						once(&r, &seenA)
-						strNoEscape(&r)
-					case "parts":
-						once(&r, &seenP)
-						artText = fastParts(&r, artText)
+					case "state":
+						once(r, &seenState)
+						state = strNoEscape(r)
+					case "message":
+						once(r, &seenStatusMsg)
+						var seenI, seenR, seenP bool
+						r.Object(func(key []byte) {
+							switch string(key) {
+							case "messageId":
+								once(r, &seenI)
+								strNoEscape(r)
+							case "role":
+								once(r, &seenR)
+								strNoEscape(r)
+							case "parts":
+								once(r, &seenP)
+								statusText = fastParts(r, statusText)
+							default:
+								other(r, key, answerFields)
+							}
+						})
 					default:
-						other(&r, key, artifactFields)
+						other(r, key, statusFields)
 					}
 				})
-			})
-		case "history":
-			once(&r, &seenHist)
-			history = !r.Null()
-			if history {
-				r.Skip()
+			case "artifacts":
+				once(r, &seenArts)
+				r.Array(func() {
+					var seenA, seenP bool
+					r.Object(func(key []byte) {
+						switch string(key) {
+						case "artifactId":
+							once(r, &seenA)
+							strNoEscape(r)
+						case "parts":
+							once(r, &seenP)
+							artText = fastParts(r, artText)
+						default:
+							other(r, key, artifactFields)
+						}
+					})
+				})
+			case "history":
+				once(r, &seenHist)
+				history = !r.Null()
+				if history {
+					r.Skip()
+				}
+			default:
+				other(r, key, resultFields)
 			}
-		default:
-			other(&r, key, resultFields)
-		}
-	})
-	if r.Bad() {
+		})
+	}) {
 		return nil, false
 	}
 	var text []byte

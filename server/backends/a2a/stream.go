@@ -44,6 +44,7 @@ type StreamDecoder struct {
 	content      bool
 	done         bool
 	buf          []byte
+	scan         jsonscan.Scanner // the fast path's, kept from event to event
 	resp         rpcResponse
 	res          result
 	slowOnly     bool // tests: decode every event with encoding/json
@@ -257,60 +258,46 @@ func once(s *jsonscan.Scanner, seen *bool) {
 // [StreamDecoder.Feed] decodes with encoding/json, to the same result (the
 // fuzz target checks it).
 func (d *StreamDecoder) fastArtifact(data []byte) (c *flexwayv1.ChatCompletionChunk, ok bool) {
-	res, ok := fastResult(data)
-	if !ok {
-		return nil, false
-	}
-	var r jsonscan.Scanner
-	r.Reset(res)
-	var kind, taskID, art []byte
+	var kind, taskID, artifactID []byte
 	var appendFlag, seenKind, seenTask, seenAppend, seenLast, seenArt bool
-	r.Object(func(key []byte) {
-		switch string(key) {
-		case "kind":
-			once(&r, &seenKind)
-			kind = strNoEscape(&r)
-		case "taskId":
-			once(&r, &seenTask)
-			taskID = strNoEscape(&r)
-		case "append":
-			once(&r, &seenAppend)
-			appendFlag = r.Bool()
-		case "lastChunk":
-			once(&r, &seenLast)
-			r.Bool()
-		case "artifact":
-			once(&r, &seenArt)
-			start := r.Pos()
-			r.Skip()
-			art = res[start:r.Pos()]
-		default:
-			other(&r, key, resultFields)
-		}
-	})
-	if r.Bad() || string(kind) != "artifact-update" || len(art) == 0 || art[len(art)-1] != '}' {
-		return nil, false
-	}
-	var a jsonscan.Scanner
-	a.Reset(art)
-	var artifactID []byte
-	var seenID, seenParts bool
 	d.buf = d.buf[:0]
-	a.Object(func(key []byte) {
-		switch string(key) {
-		case "artifactId":
-			once(&a, &seenID)
-			artifactID = strNoEscape(&a)
-		case "parts":
-			once(&a, &seenParts)
-			if !a.Bad() {
-				d.buf = fastParts(&a, d.buf)
+	r := &d.scan
+	ok = fastResult(r, data, func() {
+		r.Object(func(key []byte) {
+			switch string(key) {
+			case "kind":
+				once(r, &seenKind)
+				kind = strNoEscape(r)
+			case "taskId":
+				once(r, &seenTask)
+				taskID = strNoEscape(r)
+			case "append":
+				once(r, &seenAppend)
+				appendFlag = r.Bool()
+			case "lastChunk":
+				once(r, &seenLast)
+				r.Bool()
+			case "artifact":
+				once(r, &seenArt)
+				var seenID, seenParts bool
+				r.Object(func(key []byte) {
+					switch string(key) {
+					case "artifactId":
+						once(r, &seenID)
+						artifactID = strNoEscape(r)
+					case "parts":
+						once(r, &seenParts)
+						d.buf = fastParts(r, d.buf)
+					default:
+						other(r, key, artifactFields)
+					}
+				})
+			default:
+				other(r, key, resultFields)
 			}
-		default:
-			other(&a, key, artifactFields)
-		}
+		})
 	})
-	if a.Bad() {
+	if !ok || string(kind) != "artifact-update" || !seenArt {
 		return nil, false
 	}
 	if d.id == "" && len(taskID) > 0 {
@@ -331,38 +318,37 @@ func (d *StreamDecoder) fastArtifact(data []byte) (c *flexwayv1.ChatCompletionCh
 	return d.chunk(string(d.buf), false), true
 }
 
-// fastResult reads a JSON-RPC response without reflection: the bytes of
-// its result when it has one and a null or absent error; ok is false for
-// anything else, left to encoding/json.
-func fastResult(data []byte) (res []byte, ok bool) {
-	var s jsonscan.Scanner
+// fastResult reads a JSON-RPC response with s, without reflection,
+// calling result with s at its result, which result must consume; ok is
+// false unless it has a result and a null or absent error and everything
+// read well, the rest being left to encoding/json.
+func fastResult(s *jsonscan.Scanner, data []byte, result func()) (ok bool) {
 	s.Reset(data)
 	var seenRes, seenErr, seenRPC bool
 	s.Object(func(key []byte) {
 		switch string(key) {
 		case "result":
-			once(&s, &seenRes)
-			start := s.Pos()
-			s.Skip()
-			res = data[start:s.Pos()]
+			once(s, &seenRes)
+			if s.Peek() == 'n' {
+				s.Fail() // a null result is no answer
+				return
+			}
+			result()
 		case "error":
-			once(&s, &seenErr)
+			once(s, &seenErr)
 			if !s.Null() {
 				s.Fail()
 			}
 		case "jsonrpc":
-			once(&s, &seenRPC)
+			once(s, &seenRPC)
 			if _, esc := s.Raw(); esc {
 				s.Fail()
 			}
 		default:
-			other(&s, key, responseFields)
+			other(s, key, responseFields)
 		}
 	})
-	if !s.Done() || res == nil {
-		return nil, false
-	}
-	return res, true
+	return s.Done() && seenRes
 }
 
 // fastParts reads a parts array, appending the text of its text parts to
