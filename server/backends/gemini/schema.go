@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/flexway/flexway/server/backends/jsonscan"
@@ -28,7 +29,9 @@ const maxSchemaDepth = 64
 // nothing, `$ref`s form a cycle or the schema nests deeper than 64, or a
 // type array holds more than one non-null type.
 func ReduceSchema(raw []byte) (json.RawMessage, error) {
-	var t schemaTree
+	w := schemaWorks.Get().(*schemaWork)
+	defer w.put()
+	t, r := &w.t, &w.r
 	t.s.Reset(raw)
 	root := t.value(span{}, 0)
 	if t.s.Bad() {
@@ -37,11 +40,31 @@ func ReduceSchema(raw []byte) (json.RawMessage, error) {
 	if t.nodes[root].kind != '{' {
 		return nil, errors.New("the schema must be a JSON object")
 	}
-	r := reducer{t: &t, out: make([]byte, 0, len(raw))}
+	*r = reducer{t: t, out: r.out[:0], refs: r.refs[:0], ents: r.ents[:0]}
 	if err := r.reduce(root, 0); err != nil {
 		return nil, err
 	}
-	return r.out, nil
+	return bytes.Clone(r.out), nil
+}
+
+// schemaWork is a reduction's buffers, kept between reductions.
+type schemaWork struct {
+	t schemaTree
+	r reducer
+}
+
+var schemaWorks = sync.Pool{New: func() any { return new(schemaWork) }}
+
+// put empties w and returns it to schemaWorks unless a schema grew it past
+// 64 KiB.
+func (w *schemaWork) put() {
+	t := &w.t
+	if cap(t.strs) > 64<<10 || cap(w.r.out) > 64<<10 || cap(t.nodes) > 4096 {
+		return
+	}
+	t.s.Reset(nil)
+	t.nodes, t.kids, t.stack, t.strs = t.nodes[:0], t.kids[:0], t.stack[:0], t.strs[:0]
+	schemaWorks.Put(w)
 }
 
 // span is a string of schemaTree.strs, by offset and length.
