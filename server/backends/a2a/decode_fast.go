@@ -2,6 +2,7 @@ package a2a
 
 import (
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
+	"github.com/flexway/flexway/server/backends/jsonscan"
 )
 
 // Member names encoding/json would match to a field of status and answer.
@@ -18,89 +19,87 @@ var (
 // [Decode] reads with encoding/json to the same result (the fuzz target
 // checks it).
 func fastDecode(body []byte, o DecodeOptions) (c *flexwayv1.ChatCompletion, ok bool) {
-	res, ok := fastResult(body)
-	if !ok {
-		return nil, false
-	}
-	r := scanner{b: res}
 	var kind, msgID, taskID, state []byte
 	var msgText, artText, statusText []byte
 	var seenKind, seenMsgID, seenID, seenRole, seenParts, seenStatus, seenArts, seenHist, seenState, seenStatusMsg bool
 	history := false
-	r.object(func(key []byte) {
-		switch string(key) {
-		case "kind":
-			r.once(&seenKind)
-			kind = strNoEscape(&r)
-		case "messageId":
-			r.once(&seenMsgID)
-			msgID = strNoEscape(&r)
-		case "id":
-			r.once(&seenID)
-			taskID = strNoEscape(&r)
-		case "role":
-			r.once(&seenRole)
-			strNoEscape(&r)
-		case "parts":
-			r.once(&seenParts)
-			msgText = fastParts(&r, nil)
-		case "status":
-			r.once(&seenStatus)
-			r.object(func(key []byte) {
-				switch string(key) {
-				case "state":
-					r.once(&seenState)
-					state = strNoEscape(&r)
-				case "message":
-					r.once(&seenStatusMsg)
-					var seenI, seenR, seenP bool
-					r.object(func(key []byte) {
-						switch string(key) {
-						case "messageId":
-							r.once(&seenI)
-							strNoEscape(&r)
-						case "role":
-							r.once(&seenR)
-							strNoEscape(&r)
-						case "parts":
-							r.once(&seenP)
-							statusText = fastParts(&r, statusText)
-						default:
-							r.other(key, answerFields)
-						}
-					})
-				default:
-					r.other(key, statusFields)
-				}
-			})
-		case "artifacts":
-			r.once(&seenArts)
-			r.array(func() {
-				var seenA, seenP bool
-				r.object(func(key []byte) {
+	var scan jsonscan.Scanner
+	r := &scan
+	if !fastResult(r, body, func() {
+		r.Object(func(key []byte) {
+			switch string(key) {
+			case "kind":
+				once(r, &seenKind)
+				kind = strNoEscape(r)
+			case "messageId":
+				once(r, &seenMsgID)
+				msgID = strNoEscape(r)
+			case "id":
+				once(r, &seenID)
+				taskID = strNoEscape(r)
+			case "role":
+				once(r, &seenRole)
+				strNoEscape(r)
+			case "parts":
+				once(r, &seenParts)
+				msgText = fastParts(r, nil)
+			case "status":
+				once(r, &seenStatus)
+				r.Object(func(key []byte) {
 					switch string(key) {
-					case "artifactId":
-						r.once(&seenA)
-						strNoEscape(&r)
-					case "parts":
-						r.once(&seenP)
-						artText = fastParts(&r, artText)
+					case "state":
+						once(r, &seenState)
+						state = strNoEscape(r)
+					case "message":
+						once(r, &seenStatusMsg)
+						var seenI, seenR, seenP bool
+						r.Object(func(key []byte) {
+							switch string(key) {
+							case "messageId":
+								once(r, &seenI)
+								strNoEscape(r)
+							case "role":
+								once(r, &seenR)
+								strNoEscape(r)
+							case "parts":
+								once(r, &seenP)
+								statusText = fastParts(r, statusText)
+							default:
+								other(r, key, answerFields)
+							}
+						})
 					default:
-						r.other(key, artifactFields)
+						other(r, key, statusFields)
 					}
 				})
-			})
-		case "history":
-			r.once(&seenHist)
-			history = !r.isNull()
-			if history {
-				r.skip()
+			case "artifacts":
+				once(r, &seenArts)
+				r.Array(func() {
+					var seenA, seenP bool
+					r.Object(func(key []byte) {
+						switch string(key) {
+						case "artifactId":
+							once(r, &seenA)
+							strNoEscape(r)
+						case "parts":
+							once(r, &seenP)
+							artText = fastParts(r, artText)
+						default:
+							other(r, key, artifactFields)
+						}
+					})
+				})
+			case "history":
+				once(r, &seenHist)
+				history = !r.Null()
+				if history {
+					r.Skip()
+				}
+			default:
+				other(r, key, resultFields)
 			}
-		default:
-			r.other(key, resultFields)
-		}
-	})
-	if r.bad {
+		})
+	}) {
 		return nil, false
 	}
 	var text []byte

@@ -49,8 +49,9 @@
 // # Performance
 //
 // The common answers (a Message, a Task completed or asking for input, an
-// artifact-update event, all of text parts) are read by a small
-// reflection-free scanner; anything else goes to encoding/json, and fuzz
+// artifact-update event, all of text parts) are read in one pass by
+// server/backends/jsonscan's reflection-free scanner; anything else goes to
+// encoding/json, and fuzz
 // targets check both read every input alike. No library holds these wire
 // types at the protocol version Flexway speaks: github.com/a2aproject/a2a-go's
 // current module speaks A2A 1.0 (SendMessage, parts without `kind`), so the

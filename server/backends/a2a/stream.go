@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
+	"github.com/flexway/flexway/server/backends/jsonscan"
 	"github.com/flexway/flexway/server/faults"
 )
 
@@ -43,6 +44,7 @@ type StreamDecoder struct {
 	content      bool
 	done         bool
 	buf          []byte
+	scan         jsonscan.Scanner // the fast path's, kept from event to event
 	resp         rpcResponse
 	res          result
 	slowOnly     bool // tests: decode every event with encoding/json
@@ -231,21 +233,21 @@ var (
 
 // other handles a member the fast path does not read: skipped when
 // encoding/json ignores it too, else the input is left to encoding/json.
-func (s *scanner) other(key []byte, fields []string) {
+func other(s *jsonscan.Scanner, key []byte, fields []string) {
 	for _, f := range fields {
 		if bytes.EqualFold(key, []byte(f)) {
-			s.bad = true
+			s.Fail()
 			return
 		}
 	}
-	s.skip()
+	s.Skip()
 }
 
 // once marks the scanner bad when a member comes twice (encoding/json
 // would merge or replace; the fast path does not try).
-func (s *scanner) once(seen *bool) {
+func once(s *jsonscan.Scanner, seen *bool) {
 	if *seen {
-		s.bad = true
+		s.Fail()
 	}
 	*seen = true
 }
@@ -256,58 +258,46 @@ func (s *scanner) once(seen *bool) {
 // [StreamDecoder.Feed] decodes with encoding/json, to the same result (the
 // fuzz target checks it).
 func (d *StreamDecoder) fastArtifact(data []byte) (c *flexwayv1.ChatCompletionChunk, ok bool) {
-	res, ok := fastResult(data)
-	if !ok {
-		return nil, false
-	}
-	r := scanner{b: res}
-	var kind, taskID, art []byte
+	var kind, taskID, artifactID []byte
 	var appendFlag, seenKind, seenTask, seenAppend, seenLast, seenArt bool
-	r.object(func(key []byte) {
-		switch string(key) {
-		case "kind":
-			r.once(&seenKind)
-			kind = strNoEscape(&r)
-		case "taskId":
-			r.once(&seenTask)
-			taskID = strNoEscape(&r)
-		case "append":
-			r.once(&seenAppend)
-			appendFlag = r.boolean()
-		case "lastChunk":
-			r.once(&seenLast)
-			r.boolean()
-		case "artifact":
-			r.once(&seenArt)
-			start := r.pos
-			r.skip()
-			art = res[start:r.pos]
-		default:
-			r.other(key, resultFields)
-		}
-	})
-	if r.bad || string(kind) != "artifact-update" || len(art) == 0 || art[len(art)-1] != '}' {
-		return nil, false
-	}
-	a := scanner{b: art}
-	var artifactID []byte
-	var seenID, seenParts bool
 	d.buf = d.buf[:0]
-	a.object(func(key []byte) {
-		switch string(key) {
-		case "artifactId":
-			a.once(&seenID)
-			artifactID = strNoEscape(&a)
-		case "parts":
-			a.once(&seenParts)
-			if !a.bad {
-				d.buf = fastParts(&a, d.buf)
+	r := &d.scan
+	ok = fastResult(r, data, func() {
+		r.Object(func(key []byte) {
+			switch string(key) {
+			case "kind":
+				once(r, &seenKind)
+				kind = strNoEscape(r)
+			case "taskId":
+				once(r, &seenTask)
+				taskID = strNoEscape(r)
+			case "append":
+				once(r, &seenAppend)
+				appendFlag = r.Bool()
+			case "lastChunk":
+				once(r, &seenLast)
+				r.Bool()
+			case "artifact":
+				once(r, &seenArt)
+				var seenID, seenParts bool
+				r.Object(func(key []byte) {
+					switch string(key) {
+					case "artifactId":
+						once(r, &seenID)
+						artifactID = strNoEscape(r)
+					case "parts":
+						once(r, &seenParts)
+						d.buf = fastParts(r, d.buf)
+					default:
+						other(r, key, artifactFields)
+					}
+				})
+			default:
+				other(r, key, resultFields)
 			}
-		default:
-			a.other(key, artifactFields)
-		}
+		})
 	})
-	if a.bad {
+	if !ok || string(kind) != "artifact-update" || !seenArt {
 		return nil, false
 	}
 	if d.id == "" && len(taskID) > 0 {
@@ -328,63 +318,63 @@ func (d *StreamDecoder) fastArtifact(data []byte) (c *flexwayv1.ChatCompletionCh
 	return d.chunk(string(d.buf), false), true
 }
 
-// fastResult reads a JSON-RPC response without reflection: the bytes of
-// its result when it has one and a null or absent error; ok is false for
-// anything else, left to encoding/json.
-func fastResult(data []byte) (res []byte, ok bool) {
-	s := scanner{b: data}
+// fastResult reads a JSON-RPC response with s, without reflection,
+// calling result with s at its result, which result must consume; ok is
+// false unless it has a result and a null or absent error and everything
+// read well, the rest being left to encoding/json.
+func fastResult(s *jsonscan.Scanner, data []byte, result func()) (ok bool) {
+	s.Reset(data)
 	var seenRes, seenErr, seenRPC bool
-	s.object(func(key []byte) {
+	s.Object(func(key []byte) {
 		switch string(key) {
 		case "result":
-			s.once(&seenRes)
-			start := s.pos
-			s.skip()
-			res = data[start:s.pos]
+			once(s, &seenRes)
+			if s.Peek() == 'n' {
+				s.Fail() // a null result is no answer
+				return
+			}
+			result()
 		case "error":
-			s.once(&seenErr)
-			if !s.isNull() {
-				s.bad = true
+			once(s, &seenErr)
+			if !s.Null() {
+				s.Fail()
 			}
 		case "jsonrpc":
-			s.once(&seenRPC)
-			if _, esc := s.str(); esc {
-				s.bad = true
+			once(s, &seenRPC)
+			if _, esc := s.Raw(); esc {
+				s.Fail()
 			}
 		default:
-			s.other(key, responseFields)
+			other(s, key, responseFields)
 		}
 	})
-	if s.ws(); s.bad || s.pos != len(data) || res == nil {
-		return nil, false
-	}
-	return res, true
+	return s.Done() && seenRes
 }
 
 // fastParts reads a parts array, appending the text of its text parts to
 // dst as [joinPartsBytes] does; a part that is neither text nor file marks
 // the scanner bad.
-func fastParts(a *scanner, dst []byte) []byte {
-	a.array(func() {
+func fastParts(a *jsonscan.Scanner, dst []byte) []byte {
+	a.Array(func() {
 		var pkind, text []byte
 		var esc, hasText, seenKind, seenData bool
-		a.object(func(key []byte) {
+		a.Object(func(key []byte) {
 			switch string(key) {
 			case "kind":
-				a.once(&seenKind)
+				once(a, &seenKind)
 				pkind = strNoEscape(a)
 			case "text":
-				a.once(&hasText)
-				text, esc = a.str()
+				once(a, &hasText)
+				text, esc = a.Raw()
 			case "data":
-				a.once(&seenData)
-				a.skip()
+				once(a, &seenData)
+				a.Skip()
 			default:
-				a.other(key, partFields)
+				other(a, key, partFields)
 			}
 		})
 		switch {
-		case a.bad, string(pkind) == "file":
+		case a.Bad(), string(pkind) == "file":
 		case string(pkind) == "text" && hasText:
 			if len(text) == 0 {
 				return
@@ -392,20 +382,13 @@ func fastParts(a *scanner, dst []byte) []byte {
 			if len(dst) > 0 {
 				dst = append(dst, '\n')
 			}
-			if !esc {
-				if !utf8.Valid(text) {
-					a.bad = true
-					return
-				}
+			if !esc && utf8.Valid(text) {
 				dst = append(dst, text...)
 				return
 			}
-			var ok bool
-			if dst, ok = appendUnescaped(dst, text); !ok {
-				a.bad = true
-			}
+			dst = jsonscan.Unescape(dst, text)
 		default:
-			a.bad = true
+			a.Fail()
 		}
 	})
 	return dst
@@ -413,10 +396,10 @@ func fastParts(a *scanner, dst []byte) []byte {
 
 // strNoEscape reads a string that must hold no escape and be valid UTF-8
 // (an id or a kind), else marks the scanner bad.
-func strNoEscape(s *scanner) []byte {
-	raw, esc := s.str()
+func strNoEscape(s *jsonscan.Scanner) []byte {
+	raw, esc := s.Raw()
 	if esc || !utf8.Valid(raw) {
-		s.bad = true
+		s.Fail()
 	}
 	return raw
 }

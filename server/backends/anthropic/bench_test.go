@@ -106,3 +106,25 @@ func BenchmarkOpenAIKindChunk(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkEncode is BenchmarkCall's encoding alone.
+func BenchmarkEncode(b *testing.B) {
+	req, _ := typicalCall(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := Encode(req, "claude-sonnet-4-5", testOptions); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkDecode is BenchmarkCall's decoding alone.
+func BenchmarkDecode(b *testing.B) {
+	_, answer := typicalCall(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := Decode(answer, 1700000000); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -101,22 +101,28 @@ type wireMessageAnswer struct {
 // upstream_error.
 func Decode(body []byte, created int64) (*flexwayv1.ChatCompletion, Usage, error) {
 	var m wireMessageAnswer
-	if err := json.Unmarshal(body, &m); err != nil || m.Type != "message" {
+	var err error
+	if !scanAnswer(body, &m) {
+		m = wireMessageAnswer{}
+		err = json.Unmarshal(body, &m)
+	}
+	if err != nil || m.Type != "message" {
 		if err == nil {
 			err = fmt.Errorf("answer type %q, not message", m.Type)
 		}
 		return nil, Usage{}, faults.Wrap(faults.UpstreamError, err, "the upstream sent an unreadable answer")
 	}
-	var text, thinking []byte
-	var hasText bool
-	var calls []byte
+	// One text or thinking block, the usual answer, is used as it is;
+	// several are joined. The buffers start on the stack.
+	var text, thinking joined
+	var callsBuf [512]byte
+	calls := callsBuf[:0]
 	for _, b := range m.Content {
 		switch b.Type {
 		case "text":
-			text = append(text, b.Text...)
-			hasText = true
+			text.add(b.Text)
 		case "thinking":
-			thinking = append(thinking, b.Thinking...)
+			thinking.add(b.Thinking)
 		case "tool_use":
 			input := b.Input
 			if len(input) == 0 {
@@ -124,21 +130,24 @@ func Decode(body []byte, created int64) (*flexwayv1.ChatCompletion, Usage, error
 			}
 			if len(calls) > 0 {
 				calls = append(calls, ',')
+			} else {
+				calls = append(calls, '[')
 			}
 			calls = appendToolCall(calls, -1, b.ID, b.Name, input)
 		}
 	}
 	msg := &flexwayv1.ChatMessage{Role: "assistant"}
-	if hasText {
-		msg.Content = &flexwayv1.ChatMessage_Text{Text: string(text)}
+	if text.n > 0 {
+		msg.Content = &flexwayv1.ChatMessage_Text{Text: text.String()}
 	} else {
 		msg.Content = &flexwayv1.ChatMessage_Null{}
 	}
 	if len(calls) > 0 {
-		setExtra(&msg.ExtraFields, "tool_calls", "["+string(calls)+"]")
+		setExtra(&msg.ExtraFields, "tool_calls", string(append(calls, ']')))
 	}
-	if len(thinking) > 0 {
-		setExtra(&msg.ExtraFields, "reasoning_content", jsonString(thinking))
+	if t := thinking.String(); t != "" {
+		var buf [256]byte
+		setExtra(&msg.ExtraFields, "reasoning_content", string(appendJSONString(buf[:0], t)))
 	}
 	finish := FinishReason(m.StopReason)
 	var u Usage
@@ -151,6 +160,34 @@ func Decode(body []byte, created int64) (*flexwayv1.ChatCompletion, Usage, error
 		Choices: []*flexwayv1.ChatCompletionChoice{{Index: 0, Message: msg, FinishReason: &finish}},
 		Usage:   u.Canonical(),
 	}, u, nil
+}
+
+// joined is the concatenation of the strings added, copied only when
+// there are several.
+type joined struct {
+	n     int
+	first string
+	buf   []byte
+}
+
+func (j *joined) add(s string) {
+	switch j.n {
+	case 0:
+		j.first = s
+	case 1:
+		j.buf = append(append(j.buf, j.first...), s...)
+	default:
+		j.buf = append(j.buf, s...)
+	}
+	j.n++
+}
+
+// String returns the concatenation.
+func (j *joined) String() string {
+	if j.n <= 1 {
+		return j.first
+	}
+	return string(j.buf)
 }
 
 func setExtra(m *map[string]string, k, v string) {
@@ -336,9 +373,6 @@ func cut(s string) string {
 	}
 	return s
 }
-
-// jsonString is s as a JSON string.
-func jsonString(s []byte) string { return string(appendJSONString(nil, string(s))) }
 
 // appendJSONString writes s as a JSON string (per [jsonstring.Append]).
 func appendJSONString(dst []byte, s string) []byte { return jsonstring.Append(dst, s) }

@@ -22,4 +22,12 @@
 // translation must decide per field what to map, refuse or drop, which the
 // SDK's param types (reflection-based encoding, param.Opt wrappers) do not
 // make simpler, and a hand-written body costs no dependency in go.mod.
+//
+// # Performance
+//
+// Encode writes the body by hand, byte for byte what json.Marshal wrote,
+// reading the request's raw tools, tool_calls, tool_choice and stop with
+// server/backends/jsonscan; Decode and the stream's hot events are read
+// with jsonscan's Scanner, encoding/json deciding only what those fast
+// paths do not read exactly (fuzz targets check that both agree).
 package anthropic

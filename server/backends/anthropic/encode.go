@@ -1,14 +1,14 @@
 package anthropic
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
+	"github.com/flexway/flexway/server/backends/jsonscan"
 	"github.com/flexway/flexway/server/faults"
 )
 
@@ -18,63 +18,6 @@ type Options struct {
 	// max_tokens nor max_completion_tokens (the Messages API requires
 	// it); 0 makes such a request an invalid_request.
 	MaxOutputTokens int64
-}
-
-// wireRequest is the body of POST /v1/messages
-// (https://docs.anthropic.com/en/api/messages), in the order written.
-type wireRequest struct {
-	Model         string          `json:"model"`
-	MaxTokens     int64           `json:"max_tokens"`
-	System        json.RawMessage `json:"system,omitempty"`
-	Messages      []wireMessage   `json:"messages"`
-	StopSequences []string        `json:"stop_sequences,omitempty"`
-	Temperature   json.RawMessage `json:"temperature,omitempty"`
-	TopP          json.RawMessage `json:"top_p,omitempty"`
-	Tools         []wireTool      `json:"tools,omitempty"`
-	ToolChoice    *wireToolChoice `json:"tool_choice,omitempty"`
-	Metadata      *wireMetadata   `json:"metadata,omitempty"`
-	Stream        bool            `json:"stream,omitempty"`
-}
-
-type wireMessage struct {
-	Role    string      `json:"role"`
-	Content []wireBlock `json:"content"`
-}
-
-// wireBlock is a request content block: text, image, tool_use or
-// tool_result.
-type wireBlock struct {
-	Type      string          `json:"type"`
-	Text      *string         `json:"text,omitempty"`
-	Source    *wireSource     `json:"source,omitempty"`
-	ID        string          `json:"id,omitempty"`
-	Name      string          `json:"name,omitempty"`
-	Input     json.RawMessage `json:"input,omitempty"`
-	ToolUseID string          `json:"tool_use_id,omitempty"`
-	Content   []wireBlock     `json:"content,omitempty"`
-}
-
-type wireSource struct {
-	Type      string `json:"type"`
-	MediaType string `json:"media_type,omitempty"`
-	Data      string `json:"data,omitempty"`
-	URL       string `json:"url,omitempty"`
-}
-
-type wireTool struct {
-	Name        string          `json:"name"`
-	Description string          `json:"description,omitempty"`
-	InputSchema json.RawMessage `json:"input_schema"`
-}
-
-type wireToolChoice struct {
-	Type                   string `json:"type"`
-	Name                   string `json:"name,omitempty"`
-	DisableParallelToolUse bool   `json:"disable_parallel_tool_use,omitempty"`
-}
-
-type wireMetadata struct {
-	UserID string `json:"user_id"`
 }
 
 // Encode returns the body of POST /v1/messages
@@ -142,10 +85,7 @@ func Encode(req *flexwayv1.CreateChatCompletionRequest, model string, opt Option
 	if err := e.params(req.GetExtraFields(), &w); err != nil {
 		return nil, nil, err
 	}
-	body, err = json.Marshal(&w)
-	if err != nil {
-		return nil, nil, faults.Wrap(faults.Internal, err, "encoding the upstream request")
-	}
+	body = w.append(make([]byte, 0, 1024))
 	for k := range e.dropped {
 		dropped = append(dropped, k)
 	}
@@ -169,6 +109,7 @@ func (e *encoder) drop(name string) { e.dropped[name] = struct{}{} }
 // messages fills w.System and w.Messages.
 func (e *encoder) messages(msgs []*flexwayv1.ChatMessage, w *wireRequest) error {
 	var system []wireBlock
+	w.Messages = make([]wireMessage, 0, len(msgs))
 	for i, m := range msgs {
 		p := msgPath(i)
 		if m.Name != nil {
@@ -184,20 +125,20 @@ func (e *encoder) messages(msgs []*flexwayv1.ChatMessage, w *wireRequest) error 
 				return err
 			}
 			system = append(system, blocks...)
-			e.dropExtras(m, nil)
+			e.dropExtras(m, "")
 			continue
 		case "user":
 			role = "user"
 			blocks, err = e.userBlocks(m, p)
-			e.dropExtras(m, nil)
+			e.dropExtras(m, "")
 		case "assistant":
 			role = "assistant"
 			blocks, err = e.assistantBlocks(m, p)
-			e.dropExtras(m, map[string]bool{"tool_calls": true})
+			e.dropExtras(m, "tool_calls")
 		case "tool":
 			role = "user"
 			blocks, err = e.toolResult(m, p)
-			e.dropExtras(m, map[string]bool{"tool_call_id": true})
+			e.dropExtras(m, "tool_call_id")
 		default:
 			return invalid(p.String()+".role", "role %q has no counterpart on this backend", m.GetRole())
 		}
@@ -216,9 +157,9 @@ func (e *encoder) messages(msgs []*flexwayv1.ChatMessage, w *wireRequest) error 
 	switch len(system) {
 	case 0:
 	case 1:
-		w.System, _ = json.Marshal(*system[0].Text)
+		w.System = jsonscan.AppendString(nil, system[0].Text)
 	default:
-		w.System, _ = json.Marshal(system)
+		w.System = appendBlocks(nil, system)
 	}
 	if len(w.Messages) == 0 {
 		return invalid("messages", "this backend needs at least one user or assistant message")
@@ -226,12 +167,12 @@ func (e *encoder) messages(msgs []*flexwayv1.ChatMessage, w *wireRequest) error 
 	return nil
 }
 
-// dropExtras records a message's extra fields not in keep as dropped,
+// dropExtras records a message's extra fields but keep as dropped,
 // except null ones (an echoed assistant message's "refusal": null says
 // nothing).
-func (e *encoder) dropExtras(m *flexwayv1.ChatMessage, keep map[string]bool) {
+func (e *encoder) dropExtras(m *flexwayv1.ChatMessage, keep string) {
 	for k, v := range m.GetExtraFields() {
-		if !keep[k] && v != "null" {
+		if k != keep && v != "null" {
 			e.drop("messages[]." + k)
 		}
 	}
@@ -243,7 +184,7 @@ type msgPath int
 // String returns "messages[i]".
 func (p msgPath) String() string { return "messages[" + strconv.Itoa(int(p)) + "]" }
 
-func textBlock(s string) wireBlock { return wireBlock{Type: "text", Text: &s} }
+func textBlock(s string) wireBlock { return wireBlock{Type: "text", Text: s, HasText: true} }
 
 // textBlocks is the non-empty text of m (a string or text parts).
 func (e *encoder) textBlocks(m *flexwayv1.ChatMessage, p msgPath) ([]wireBlock, error) {
@@ -340,16 +281,6 @@ func (e *encoder) imageSource(u *flexwayv1.ImageUrl, p msgPath, j int) (*wireSou
 	return nil, invalid(param(), "an image must be a data: URI or an http(s) URL")
 }
 
-// openAIToolCall is one element of an assistant message's tool_calls.
-type openAIToolCall struct {
-	ID       string `json:"id"`
-	Type     string `json:"type"`
-	Function struct {
-		Name      string `json:"name"`
-		Arguments string `json:"arguments"`
-	} `json:"function"`
-}
-
 // assistantBlocks is an assistant message's text blocks, then its
 // tool_use blocks.
 func (e *encoder) assistantBlocks(m *flexwayv1.ChatMessage, p msgPath) ([]wireBlock, error) {
@@ -376,27 +307,28 @@ func (e *encoder) assistantBlocks(m *flexwayv1.ChatMessage, p msgPath) ([]wireBl
 	if !ok || raw == "null" {
 		return out, nil
 	}
-	var calls []openAIToolCall
-	if err := json.Unmarshal([]byte(raw), &calls); err != nil {
+	calls, ok := jsonscan.ToolCalls(raw)
+	if !ok {
 		return nil, invalid(p.String()+".tool_calls", "tool_calls must be an array of function calls")
 	}
+	out = slices.Grow(out, len(calls))
 	for j, c := range calls {
 		cp := func() string { return fmt.Sprintf("%s.tool_calls[%d]", p, j) }
 		if c.Type != "" && c.Type != "function" {
 			return nil, invalid(cp()+".type", "tool call type %q has no counterpart on this backend", c.Type)
 		}
-		if c.ID == "" || c.Function.Name == "" {
+		if c.ID == "" || c.Name == "" {
 			return nil, invalid(cp(), "a tool call needs an id and a function name")
 		}
-		input := []byte(strings.TrimSpace(c.Function.Arguments))
-		if len(input) == 0 {
-			input = []byte("{}")
+		input := strings.TrimSpace(c.Arguments)
+		if input == "" {
+			input = "{}"
 		}
-		var buf bytes.Buffer
-		if err := json.Compact(&buf, input); err != nil || buf.Bytes()[0] != '{' {
+		compact, ok := jsonscan.AppendCompactString(make([]byte, 0, len(input)), input)
+		if !ok || compact[0] != '{' {
 			return nil, invalid(cp()+".function.arguments", "tool call arguments must be a JSON object")
 		}
-		out = append(out, wireBlock{Type: "tool_use", ID: c.ID, Name: c.Function.Name, Input: buf.Bytes()})
+		out = append(out, wireBlock{Type: "tool_use", ID: c.ID, Name: c.Name, Input: compact})
 	}
 	return out, nil
 }
@@ -405,7 +337,7 @@ func (e *encoder) assistantBlocks(m *flexwayv1.ChatMessage, p msgPath) ([]wireBl
 func (e *encoder) toolResult(m *flexwayv1.ChatMessage, p msgPath) ([]wireBlock, error) {
 	var id string
 	if raw, ok := m.GetExtraFields()["tool_call_id"]; ok {
-		_ = json.Unmarshal([]byte(raw), &id)
+		id, _ = jsonscan.String(raw)
 	}
 	if id == "" {
 		return nil, invalid(p.String()+".tool_call_id", "a tool message needs tool_call_id")
@@ -432,25 +364,26 @@ func (e *encoder) params(extra map[string]string, w *wireRequest) error {
 		}
 	}
 	if v, ok := extra["temperature"]; ok && v != "null" {
-		t, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-		if err != nil || t < 0 || t > 1 {
+		n, isNumber := number(v)
+		t, err := strconv.ParseFloat(string(n), 64)
+		if !isNumber || err != nil || t < 0 || t > 1 {
 			return invalid("temperature", "temperature must be a number from 0 to 1 on this backend")
 		}
-		w.Temperature = json.RawMessage(strings.TrimSpace(v))
+		w.Temperature = n
 	}
 	if v, ok := extra["top_p"]; ok && v != "null" {
-		if _, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err != nil {
+		n, isNumber := number(v)
+		if !isNumber {
 			return invalid("top_p", "top_p must be a number")
 		}
-		w.TopP = json.RawMessage(strings.TrimSpace(v))
+		w.TopP = n
 	}
 	if v, ok := extra["stop"]; ok && v != "null" {
-		var one string
-		if strings.HasPrefix(strings.TrimSpace(v), `"`) && json.Unmarshal([]byte(v), &one) == nil {
-			w.StopSequences = []string{one}
-		} else if json.Unmarshal([]byte(v), &w.StopSequences) != nil {
+		list, _, ok := jsonscan.Strings(v)
+		if !ok {
 			return invalid("stop", "stop must be a string or an array of strings")
 		}
+		w.StopSequences = list
 	}
 	if v, ok := extra["tools"]; ok && v != "null" {
 		if err := e.tools(v, w); err != nil {
@@ -460,54 +393,49 @@ func (e *encoder) params(extra map[string]string, w *wireRequest) error {
 	return toolChoice(extra, w)
 }
 
-// openAITool is one element of the request's tools.
-type openAITool struct {
-	Type     string `json:"type"`
-	Function struct {
-		Name        string          `json:"name"`
-		Description string          `json:"description"`
-		Parameters  json.RawMessage `json:"parameters"`
-		Strict      json.RawMessage `json:"strict"`
-	} `json:"function"`
-}
-
 func (e *encoder) tools(raw string, w *wireRequest) error {
-	var tools []openAITool
-	if err := json.Unmarshal([]byte(raw), &tools); err != nil {
+	tools, ok := jsonscan.Tools(raw)
+	if !ok {
 		return invalid("tools", "tools must be an array of function tools")
 	}
+	w.Tools = make([]wireTool, 0, len(tools))
 	for i, t := range tools {
-		if t.Type != "function" || t.Function.Name == "" {
+		if t.Type != "function" || t.Name == "" {
 			return invalid(fmt.Sprintf("tools[%d]", i), "only function tools with a name have a counterpart on this backend")
 		}
-		if len(t.Function.Strict) > 0 {
+		if len(t.Strict) > 0 {
 			e.drop("tools[].function.strict")
 		}
-		schema := t.Function.Parameters
-		if len(schema) == 0 || string(schema) == "null" {
-			schema = json.RawMessage(`{"type":"object","properties":{}}`)
-		} else if schema[0] != '{' {
+		var schema []byte
+		switch p := t.Parameters; {
+		case p == "" || p == "null":
+			schema = []byte(`{"type":"object","properties":{}}`)
+		case p[0] != '{':
 			return invalid(fmt.Sprintf("tools[%d].function.parameters", i), "parameters must be a JSON Schema object")
+		default:
+			schema, _ = jsonscan.AppendCompactString(make([]byte, 0, len(p)), p)
 		}
-		w.Tools = append(w.Tools, wireTool{Name: t.Function.Name, Description: t.Function.Description, InputSchema: schema})
+		w.Tools = append(w.Tools, wireTool{Name: t.Name, Description: t.Description, InputSchema: schema})
 	}
 	return nil
+}
+
+// number is raw when it is one JSON number, white space trimmed.
+func number(raw string) ([]byte, bool) {
+	var s jsonscan.Scanner
+	s.Reset([]byte(raw))
+	n := s.Number()
+	return n, s.Done()
 }
 
 // toolChoice maps tool_choice and parallel_tool_calls.
 func toolChoice(extra map[string]string, w *wireRequest) error {
 	var tc *wireToolChoice
 	if v, ok := extra["tool_choice"]; ok && v != "null" {
-		var s string
-		var named struct {
-			Type     string `json:"type"`
-			Function struct {
-				Name string `json:"name"`
-			} `json:"function"`
-		}
+		choice, ok := jsonscan.ReadToolChoice(v)
 		switch {
-		case strings.HasPrefix(strings.TrimSpace(v), `"`) && json.Unmarshal([]byte(v), &s) == nil:
-			switch s {
+		case ok && choice.IsString:
+			switch choice.Mode {
 			case "auto":
 				tc = &wireToolChoice{Type: "auto"}
 			case "required":
@@ -517,8 +445,8 @@ func toolChoice(extra map[string]string, w *wireRequest) error {
 			default:
 				return invalid("tool_choice", "tool_choice must be auto, required, none or a named function")
 			}
-		case json.Unmarshal([]byte(v), &named) == nil && named.Type == "function" && named.Function.Name != "":
-			tc = &wireToolChoice{Type: "tool", Name: named.Function.Name}
+		case ok && choice.Type == "function" && choice.Name != "":
+			tc = &wireToolChoice{Type: "tool", Name: choice.Name}
 		default:
 			return invalid("tool_choice", "tool_choice must be auto, required, none or a named function")
 		}

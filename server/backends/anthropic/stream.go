@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
+	"github.com/flexway/flexway/server/backends/jsonscan"
 	"github.com/flexway/flexway/server/faults"
 )
 
@@ -64,7 +65,7 @@ type Stream struct {
 	toolOf   []int // content block index → tool call index, or -1
 	ev       streamEvent
 	buf      []byte
-	sc       scanner
+	sc       jsonscan.Scanner
 	typ      []byte // the fast path's event type
 	dtyp     []byte // its delta's type
 	val      []byte // its delta's text, partial_json or thinking
@@ -216,36 +217,38 @@ var fastPath = true
 // decides everything fast does not read exactly, errors included.
 func (s *Stream) fast(data []byte) (c *flexwayv1.ChatCompletionChunk, ok bool) {
 	sc := &s.sc
-	*sc = scanner{d: data, ok: true}
+	sc.Reset(data)
 	s.typ, s.dtyp, s.val = s.typ[:0], s.dtyp[:0], s.val[:0]
 	index, hasVal := -1, false
-	sc.members(func(key []byte) {
+	sc.Object(func(key []byte) {
 		switch string(key) {
 		case "type":
-			s.typ = sc.str(s.typ[:0])
+			s.typ = sc.Str(s.typ[:0])
 		case "index":
-			index = sc.small()
+			if index = int(sc.Int()); index < 0 || index >= maxBlocks {
+				sc.Fail()
+			}
 		case "delta":
-			sc.members(func(key []byte) {
+			sc.Object(func(key []byte) {
 				switch string(key) {
 				case "type":
-					s.dtyp = sc.str(s.dtyp[:0])
+					s.dtyp = sc.Str(s.dtyp[:0])
 				case "text", "partial_json", "thinking":
 					if hasVal {
-						sc.ok = false
+						sc.Fail()
 						return
 					}
 					hasVal = true
-					s.val = sc.str(s.val[:0])
+					s.val = sc.Str(s.val[:0])
 				default:
-					sc.ok = false
+					sc.Fail()
 				}
 			})
 		default:
-			sc.ok = false
+			sc.Fail()
 		}
 	})
-	if sc.ws(); !sc.ok || sc.i != len(data) {
+	if !sc.Done() {
 		return nil, false
 	}
 	switch string(s.typ) {

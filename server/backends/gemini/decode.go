@@ -3,6 +3,7 @@ package gemini
 import (
 	"bytes"
 	"strconv"
+	"sync"
 
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
 	"github.com/flexway/flexway/server/faults"
@@ -56,7 +57,8 @@ func FinishReason(reason string, hasCall bool) string {
 // is not a generateContent answer (no candidate and no blockReason, an
 // error envelope, invalid JSON, a candidate index over 127).
 func Decode(body []byte, call Call) (*flexwayv1.ChatCompletion, error) {
-	var e eventScan
+	e := scans.Get().(*eventScan)
+	defer putScan(e)
 	if err := e.scan(bytes.TrimSpace(body)); err != nil || e.hasError {
 		return nil, faults.Wrap(faults.UpstreamError, err, "the Gemini upstream sent an unreadable answer")
 	}
@@ -107,6 +109,17 @@ func Decode(body []byte, call Call) (*flexwayv1.ChatCompletion, error) {
 		out.Usage = usage(&e.usage)
 	}
 	return out, nil
+}
+
+// scans are the scanners of Decode, kept between answers for their
+// buffers (the answer's strings are copied out of them).
+var scans = sync.Pool{New: func() any { return new(eventScan) }}
+
+// putScan returns e to scans unless an answer grew it past 64 KiB.
+func putScan(e *eventScan) {
+	if cap(e.strs) <= 64<<10 {
+		scans.Put(e)
+	}
 }
 
 func setExtra(m *map[string]string, k, v string) {

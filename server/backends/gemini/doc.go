@@ -6,7 +6,8 @@
 // https://ai.google.dev/api/embeddings.
 //
 // The package is pure: no network, no configuration, no state that outlives
-// a call. [Encode] builds a generateContent body, [Decode] reads its answer,
+// a call (Decode and ReduceSchema keep scratch buffers in a sync.Pool,
+// holding nothing of a call once it returns). [Encode] builds a generateContent body, [Decode] reads its answer,
 // [DecodeError] maps an error answer, [NewStream] returns the per-call state
 // machine of a streamed answer fed one Server-Sent Event at a time (an
 // server/backends/sse's Reader splits a body into events), and [EncodeEmbeddings] /
@@ -24,5 +25,8 @@
 // Wire types are hand-written structs rather than google.golang.org/genai's:
 // tool parameter schemas must pass as reduced raw JSON (genai.Schema is a
 // typed subset and would drop keys), and the stream decoder reuses its
-// buffers per call.
+// buffers per call. The body is written by hand (byte for byte what
+// json.Marshal wrote), the request's raw members and every answer read
+// with server/backends/jsonscan, and [ReduceSchema] walks a schema's bytes
+// once rather than decoding it to maps.
 package gemini

@@ -1,7 +1,6 @@
 package gemini
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"mime"
@@ -10,6 +9,7 @@ import (
 	"strings"
 
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
+	"github.com/flexway/flexway/server/backends/jsonscan"
 	"github.com/flexway/flexway/server/faults"
 )
 
@@ -99,11 +99,7 @@ func Encode(req *flexwayv1.CreateChatCompletionRequest, opts Options) ([]byte, [
 		gc.ResponseMimeType != "" {
 		out.GenerationConfig = gc
 	}
-	body, err := json.Marshal(&out)
-	if err != nil {
-		return nil, nil, faults.Wrap(faults.Internal, err, "encoding the Gemini request")
-	}
-	return body, sortedKeys(drops), nil
+	return out.append(make([]byte, 0, 1024)), sortedKeys(drops), nil
 }
 
 func sortedKeys(m map[string]bool) []string {
@@ -125,10 +121,23 @@ func invalid(param, format string, args ...any) *faults.Error {
 	return e
 }
 
-// jsonNumber returns raw when it is one JSON number.
+// jsonNumber returns raw when it is one JSON number, or the number a
+// JSON string holds (as json.Number reads it).
 func jsonNumber(param, raw string) (json.RawMessage, error) {
-	var n json.Number
-	if json.Unmarshal([]byte(raw), &n) != nil {
+	var s jsonscan.Scanner
+	s.Reset([]byte(raw))
+	var n []byte
+	if s.Peek() == '"' {
+		n = s.Str(nil)
+		var in jsonscan.Scanner
+		in.Reset(n)
+		if in.Peek() != '-' && (in.Peek() < '0' || in.Peek() > '9') || len(in.Number()) != len(n) {
+			s.Fail()
+		}
+	} else {
+		n = s.Number()
+	}
+	if !s.Done() || len(n) == 0 {
 		return nil, invalid(param, "%s must be a number", param)
 	}
 	return json.RawMessage(n), nil
@@ -175,15 +184,11 @@ func encodeExtra(k, raw string, out *gRequest, gc *gGenerationConfig, drops map[
 }
 
 func stopSequences(raw string) ([]string, error) {
-	var one string
-	if json.Unmarshal([]byte(raw), &one) == nil {
-		return []string{one}, nil
-	}
-	var many []string
-	if json.Unmarshal([]byte(raw), &many) != nil {
+	list, _, ok := jsonscan.Strings(raw)
+	if !ok {
 		return nil, invalid("stop", "stop must be a string or an array of strings")
 	}
-	return many, nil
+	return list, nil
 }
 
 func responseFormat(raw string, gc *gGenerationConfig) error {
@@ -216,15 +221,8 @@ func responseFormat(raw string, gc *gGenerationConfig) error {
 }
 
 func encodeTools(raw string) ([]gTool, error) {
-	var tools []struct {
-		Type     string `json:"type"`
-		Function struct {
-			Name        string          `json:"name"`
-			Description string          `json:"description"`
-			Parameters  json.RawMessage `json:"parameters"`
-		} `json:"function"`
-	}
-	if json.Unmarshal([]byte(raw), &tools) != nil {
+	tools, ok := jsonscan.Tools(raw)
+	if !ok {
 		return nil, invalid("tools", "tools must be an array of tool objects")
 	}
 	if len(tools) == 0 {
@@ -235,12 +233,12 @@ func encodeTools(raw string) ([]gTool, error) {
 		if t.Type != "function" {
 			return nil, invalid(fmt.Sprintf("tools[%d].type", i), "Gemini backends take function tools only")
 		}
-		if t.Function.Name == "" {
+		if t.Name == "" {
 			return nil, invalid(fmt.Sprintf("tools[%d].function.name", i), "a function tool needs a name")
 		}
-		d := gFunctionDeclaration{Name: t.Function.Name, Description: t.Function.Description}
-		if len(t.Function.Parameters) > 0 && !bytes.Equal(t.Function.Parameters, []byte("null")) {
-			p, err := ReduceSchema(t.Function.Parameters)
+		d := gFunctionDeclaration{Name: t.Name, Description: t.Description}
+		if len(t.Parameters) > 0 && string(t.Parameters) != "null" {
+			p, err := ReduceSchema([]byte(t.Parameters))
 			if err != nil {
 				return nil, invalid(fmt.Sprintf("tools[%d].function.parameters", i), "%v", err)
 			}
@@ -252,9 +250,9 @@ func encodeTools(raw string) ([]gTool, error) {
 }
 
 func encodeToolChoice(raw string) (*gToolConfig, error) {
-	var mode string
-	if json.Unmarshal([]byte(raw), &mode) == nil {
-		switch mode {
+	tc, ok := jsonscan.ReadToolChoice(raw)
+	if ok && tc.IsString {
+		switch tc.Mode {
 		case "auto":
 			return &gToolConfig{gFunctionCallingConfig{Mode: "AUTO"}}, nil
 		case "required":
@@ -262,45 +260,29 @@ func encodeToolChoice(raw string) (*gToolConfig, error) {
 		case "none":
 			return &gToolConfig{gFunctionCallingConfig{Mode: "NONE"}}, nil
 		}
-		return nil, invalid("tool_choice", "tool_choice %q is not auto, required or none", mode)
+		return nil, invalid("tool_choice", "tool_choice %q is not auto, required or none", tc.Mode)
 	}
-	var named struct {
-		Type     string `json:"type"`
-		Function struct {
-			Name string `json:"name"`
-		} `json:"function"`
-	}
-	if json.Unmarshal([]byte(raw), &named) != nil || named.Type != "function" || named.Function.Name == "" {
+	if !ok || tc.Type != "function" || tc.Name == "" {
 		return nil, invalid("tool_choice", "tool_choice must be auto, required, none or {type: function, function: {name}}")
 	}
-	return &gToolConfig{gFunctionCallingConfig{Mode: "ANY", AllowedFunctionNames: []string{named.Function.Name}}}, nil
-}
-
-// wireToolCall is an OpenAI tool call as an assistant message carries it.
-type wireToolCall struct {
-	ID       string `json:"id"`
-	Type     string `json:"type"`
-	Function struct {
-		Name      string `json:"name"`
-		Arguments string `json:"arguments"`
-	} `json:"function"`
+	return &gToolConfig{gFunctionCallingConfig{Mode: "ANY", AllowedFunctionNames: []string{tc.Name}}}, nil
 }
 
 // encodeMessages fills out's contents and systemInstruction.
 func encodeMessages(msgs []*flexwayv1.ChatMessage, out *gRequest, drops map[string]bool) error {
 	// The history's tool calls, by id: a tool result is named after its call.
 	names := map[string]string{}
-	calls := make([][]wireToolCall, len(msgs))
+	calls := make([][]jsonscan.ToolCall, len(msgs))
 	for i, m := range msgs {
 		raw, ok := m.GetExtraFields()["tool_calls"]
 		if !ok || raw == "null" || m.GetRole() != "assistant" {
 			continue
 		}
-		if json.Unmarshal([]byte(raw), &calls[i]) != nil {
+		if calls[i], ok = jsonscan.ToolCalls(raw); !ok {
 			return invalid(fmt.Sprintf("messages[%d].tool_calls", i), "tool_calls must be an array of tool calls")
 		}
 		for _, c := range calls[i] {
-			names[c.ID] = c.Function.Name
+			names[c.ID] = c.Name
 		}
 	}
 	for i, m := range msgs {
@@ -422,21 +404,19 @@ func imagePart(param, u string) (gPart, error) {
 
 // appendFunctionCalls appends an assistant turn's tool calls as
 // functionCall parts, each with the thoughtSignature its id carries.
-func appendFunctionCalls(parts []gPart, i int, calls []wireToolCall) ([]gPart, error) {
+func appendFunctionCalls(parts []gPart, i int, calls []jsonscan.ToolCall) ([]gPart, error) {
 	for j, c := range calls {
-		args := json.RawMessage(c.Function.Arguments)
-		if strings.TrimSpace(c.Function.Arguments) == "" {
-			args = json.RawMessage("{}")
+		args := c.Arguments
+		if strings.TrimSpace(args) == "" {
+			args = "{}"
 		}
-		var obj map[string]json.RawMessage
-		if json.Unmarshal(args, &obj) != nil || obj == nil {
+		compact, ok := jsonscan.AppendCompactString(make([]byte, 0, len(args)), args)
+		if !ok || compact[0] != '{' {
 			return nil, invalid(fmt.Sprintf("messages[%d].tool_calls[%d].function.arguments", i, j), "tool call arguments must be a JSON object")
 		}
-		var compact bytes.Buffer
-		_ = json.Compact(&compact, args)
 		_, sig := SplitToolCallID(c.ID)
 		parts = append(parts, gPart{
-			FunctionCall:     &gFunctionCall{Name: c.Function.Name, Args: compact.Bytes()},
+			FunctionCall:     &gFunctionCall{Name: c.Name, Args: compact},
 			ThoughtSignature: sig,
 		})
 	}
@@ -446,8 +426,8 @@ func appendFunctionCalls(parts []gPart, i int, calls []wireToolCall) ([]gPart, e
 // functionResponse is a tool message as a functionResponse part.
 func functionResponse(i int, m *flexwayv1.ChatMessage, names map[string]string) ([]gPart, error) {
 	rawID := m.GetExtraFields()["tool_call_id"]
-	var id string
-	if json.Unmarshal([]byte(rawID), &id) != nil || id == "" {
+	id, ok := jsonscan.String(rawID)
+	if !ok || id == "" {
 		return nil, invalid(fmt.Sprintf("messages[%d].tool_call_id", i), "a tool message needs its tool_call_id")
 	}
 	name, ok := names[id]
@@ -465,13 +445,13 @@ func functionResponse(i int, m *flexwayv1.ChatMessage, names map[string]string) 
 		}
 		text = b.String()
 	}
-	resp := json.RawMessage(nil)
-	if t := strings.TrimSpace(text); strings.HasPrefix(t, "{") && json.Valid([]byte(t)) {
-		var compact bytes.Buffer
-		_ = json.Compact(&compact, []byte(t))
-		resp = compact.Bytes()
-	} else {
-		resp, _ = json.Marshal(map[string]string{"content": text})
+	var resp []byte
+	isObject := false
+	if t := strings.TrimSpace(text); strings.HasPrefix(t, "{") {
+		resp, isObject = jsonscan.AppendCompactString(nil, t)
+	}
+	if !isObject {
+		resp = append(jsonscan.AppendString(append(make([]byte, 0, len(text)+14), `{"content":`...), text), '}')
 	}
 	return []gPart{{FunctionResponse: &gFunctionResponse{Name: name, Response: resp}}}, nil
 }

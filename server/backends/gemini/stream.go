@@ -99,31 +99,48 @@ func (s *Stream) Feed(event, data []byte) (*flexwayv1.ChatCompletionChunk, error
 		if len(c.finish) > 0 && string(c.finish) != st.finish {
 			st.finish = string(c.finish)
 		}
-		delta := s.delta(st, c)
-		if delta == nil {
+		if len(c.text) == 0 && len(c.thought) == 0 && len(c.calls) == 0 {
 			continue
 		}
+		var d *flexwayv1.ChatMessage
+		var text *flexwayv1.ChatMessage_Text
 		if chunk == nil {
-			chunk = s.newChunk()
+			// The first choice, the only one of a usual event, comes in
+			// one allocation with its chunk.
+			b := &chunkBox{}
+			b.c = flexwayv1.ChatCompletionChunk{Id: s.id, Object: "chat.completion.chunk", Created: s.call.Created, Model: s.model}
+			b.choice.Index, b.choice.Delta = int32(c.index), &b.delta
+			b.choices[0] = &b.choice
+			b.c.Choices = b.choices[:]
+			chunk, d, text = &b.c, &b.delta, &b.text
+		} else {
+			d, text = &flexwayv1.ChatMessage{}, &flexwayv1.ChatMessage_Text{}
+			chunk.Choices = append(chunk.Choices, &flexwayv1.ChatCompletionChunkChoice{Index: int32(c.index), Delta: d})
 		}
-		chunk.Choices = append(chunk.Choices, &flexwayv1.ChatCompletionChunkChoice{Index: int32(c.index), Delta: delta})
+		s.delta(st, c, d, text)
 	}
 	return chunk, nil
 }
 
-// delta is the chunk delta of one candidate's parts, nil when they hold
-// nothing.
-func (s *Stream) delta(st *candidateState, c *scanCandidate) *flexwayv1.ChatMessage {
-	if len(c.text) == 0 && len(c.thought) == 0 && len(c.calls) == 0 {
-		return nil
-	}
-	d := &flexwayv1.ChatMessage{}
+// chunkBox holds a chunk and its first choice in one allocation.
+type chunkBox struct {
+	c       flexwayv1.ChatCompletionChunk
+	choice  flexwayv1.ChatCompletionChunkChoice
+	choices [1]*flexwayv1.ChatCompletionChunkChoice
+	delta   flexwayv1.ChatMessage
+	text    flexwayv1.ChatMessage_Text
+}
+
+// delta fills d, the chunk delta of one candidate's parts (some text, a
+// thought or a call), text being the content d may point to.
+func (s *Stream) delta(st *candidateState, c *scanCandidate, d *flexwayv1.ChatMessage, text *flexwayv1.ChatMessage_Text) {
 	if !st.started {
 		st.started = true
 		d.Role = "assistant"
 	}
 	if len(c.text) > 0 {
-		d.Content = &flexwayv1.ChatMessage_Text{Text: string(c.text)}
+		text.Text = string(c.text)
+		d.Content = text
 	}
 	if len(c.thought) > 0 {
 		s.scratch = jsonstring.Append(s.scratch[:0], string(c.thought))
@@ -140,7 +157,6 @@ func (s *Stream) delta(st *candidateState, c *scanCandidate) *flexwayv1.ChatMess
 		}
 		setExtra(&d.ExtraFields, "tool_calls", string(append(s.scratch, ']')))
 	}
-	return d
 }
 
 func (s *Stream) newChunk() *flexwayv1.ChatCompletionChunk {
