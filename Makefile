@@ -100,12 +100,20 @@ bench: build
 	$(GO) run ./cmd/flexway-load
 
 # One target per run (go test -fuzz takes one): the OpenAI request parser,
-# then each wire format's stream decoder, which must never panic.
+# then each wire format's stream decoder, which must never panic, and the
+# fast paths checked against encoding/json (the shared scanner, Anthropic's
+# answer decoder, A2A's answers, Gemini's schema reduction against its
+# map-based oracle).
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParseChatCompletionRequest -fuzztime 60s ./server/openaiwire/
 	$(GO) test -run '^$$' -fuzz FuzzAnthropicStream -fuzztime 30s ./server/backends/anthropic/
 	$(GO) test -run '^$$' -fuzz FuzzGeminiStream -fuzztime 30s ./server/backends/gemini/
 	$(GO) test -run '^$$' -fuzz FuzzA2AStream -fuzztime 30s ./server/backends/a2a/
+	$(GO) test -run '^$$' -fuzz FuzzA2ADecode -fuzztime 30s ./server/backends/a2a/
+	$(GO) test -run '^$$' -fuzz FuzzScanner -fuzztime 30s ./server/backends/jsonscan/
+	$(GO) test -run '^$$' -fuzz FuzzAnthropicDecode -fuzztime 30s ./server/backends/anthropic/
+	$(GO) test -run '^$$' -fuzz FuzzReduceSchema -fuzztime 30s ./server/backends/gemini/
+	$(GO) test -run '^$$' -fuzz FuzzCacheTokens -fuzztime 20s ./server/openaiwire/
 
 clean:
 	rm -rf bin flexway-data
