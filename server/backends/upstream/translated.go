@@ -96,24 +96,7 @@ func (b *Backend) sendWire(ctx context.Context, r backends.WireRequest, accept s
 func (b *Backend) translatedChat(ctx context.Context, req *flexwayv1.CreateChatCompletionRequest, served backends.Served) (*flexwayv1.ChatCompletion, error) {
 	wc := b.wireCall(ctx, served.ModelSent)
 	r, err := b.wire.wire.Chat(req, wc, false)
-	if err != nil {
-		return nil, encodeError(err)
-	}
-	b.wire.noteDropped(b.name, r.Dropped)
-	ex, err := b.sendWire(ctx, r, "application/json")
-	if err != nil {
-		return nil, err
-	}
-	defer ex.release()
-	data, err := ex.readAll(maxAnswerBytes)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := b.wire.wire.DecodeChat(data, wc)
-	if err != nil {
-		return nil, upstreamFault(b.name, err, "an unreadable answer")
-	}
-	return resp, nil
+	return wirePost(ctx, b, r, err, func(data []byte) (*flexwayv1.ChatCompletion, error) { return b.wire.wire.DecodeChat(data, wc) }, "an unreadable answer")
 }
 
 // translatedEmbedding serves an embeddings call through the wire, when it
@@ -125,22 +108,33 @@ func (b *Backend) translatedEmbedding(ctx context.Context, req *flexwayv1.Create
 	}
 	wc := b.wireCall(ctx, served.ModelSent)
 	r, err := em.Embeddings(req, wc)
-	if err != nil {
-		return nil, encodeError(err)
+	return wirePost(ctx, b, r, err, func(data []byte) (*flexwayv1.CreateEmbeddingResponse, error) {
+		return em.DecodeEmbeddings(data, req, wc)
+	},
+		"unreadable embeddings")
+}
+
+// wirePost sends r, a translated unary request whose translation failed
+// when encErr is not nil, and decodes its 2xx answer with decode; what
+// says, in the error's message, what an answer decode refuses is.
+func wirePost[T any](ctx context.Context, b *Backend, r backends.WireRequest, encErr error, decode func([]byte) (T, error), what string) (T, error) {
+	var zero T
+	if encErr != nil {
+		return zero, encodeError(encErr)
 	}
 	b.wire.noteDropped(b.name, r.Dropped)
 	ex, err := b.sendWire(ctx, r, "application/json")
 	if err != nil {
-		return nil, err
+		return zero, err
 	}
 	defer ex.release()
 	data, err := ex.readAll(maxAnswerBytes)
 	if err != nil {
-		return nil, err
+		return zero, err
 	}
-	resp, err := em.DecodeEmbeddings(data, req, wc)
+	resp, err := decode(data)
 	if err != nil {
-		return nil, upstreamFault(b.name, err, "unreadable embeddings")
+		return zero, upstreamFault(b.name, err, what)
 	}
 	return resp, nil
 }
