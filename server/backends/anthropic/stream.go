@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
+	"github.com/flexway/flexway/server/backends"
 	"github.com/flexway/flexway/server/backends/jsonscan"
 	"github.com/flexway/flexway/server/faults"
 )
@@ -268,9 +269,9 @@ func (s *Stream) fast(data []byte) (c *flexwayv1.ChatCompletionChunk, ok bool) {
 		}
 		s.content = true
 		b := s.box()
-		b.text.Text = string(s.val)
-		b.delta.Content = &b.text
-		return &b.c, true
+		b.Text.Text = string(s.val)
+		b.Delta.Content = &b.Text
+		return &b.Chunk, true
 	case "thinking_delta":
 		if len(s.val) == 0 {
 			return nil, true
@@ -300,25 +301,9 @@ func (s *Stream) appendArguments(dst []byte, tool int, frag []byte) []byte {
 	return append(dst, "}}]"...)
 }
 
-// chunkBox holds a one-choice chunk and its parts in one allocation.
-type chunkBox struct {
-	c       flexwayv1.ChatCompletionChunk
-	choice  flexwayv1.ChatCompletionChunkChoice
-	choices [1]*flexwayv1.ChatCompletionChunkChoice
-	delta   flexwayv1.ChatMessage
-	text    flexwayv1.ChatMessage_Text
-}
-
 // box is a new chunk of s's id, model and created with one choice (index
 // 0) and an empty delta.
-func (s *Stream) box() *chunkBox {
-	b := &chunkBox{}
-	b.c.Id, b.c.Object, b.c.Created, b.c.Model = s.id, "chat.completion.chunk", s.created, s.model
-	b.choices[0] = &b.choice
-	b.c.Choices = b.choices[:]
-	b.choice.Delta = &b.delta
-	return b
-}
+func (s *Stream) box() *backends.ChunkBox { return backends.NewChunkBox(s.id, s.model, s.created, 0) }
 
 // End is called at the body's end: nil after message_stop; otherwise an
 // upstream_error (a cut stream once [Stream.Content] is true).
@@ -336,13 +321,13 @@ func (s *Stream) bad(what string) error {
 // chunk is a chunk of one choice (index 0) with delta d.
 func (s *Stream) chunk(d *flexwayv1.ChatMessage) *flexwayv1.ChatCompletionChunk {
 	b := s.box()
-	b.choice.Delta = d
-	return &b.c
+	b.Choice.Delta = d
+	return &b.Chunk
 }
 
 // extraChunk is a chunk whose delta holds s.buf as its extra field key.
 func (s *Stream) extraChunk(key string) *flexwayv1.ChatCompletionChunk {
 	b := s.box()
-	b.delta.ExtraFields = map[string]string{key: string(s.buf)}
-	return &b.c
+	b.Delta.ExtraFields = map[string]string{key: string(s.buf)}
+	return &b.Chunk
 }

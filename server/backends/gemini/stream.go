@@ -4,6 +4,7 @@ import (
 	"bytes"
 
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
+	"github.com/flexway/flexway/server/backends"
 	"github.com/flexway/flexway/server/faults"
 	"github.com/flexway/flexway/server/jsonstring"
 )
@@ -107,12 +108,8 @@ func (s *Stream) Feed(event, data []byte) (*flexwayv1.ChatCompletionChunk, error
 		if chunk == nil {
 			// The first choice, the only one of a usual event, comes in
 			// one allocation with its chunk.
-			b := &chunkBox{}
-			b.c = flexwayv1.ChatCompletionChunk{Id: s.id, Object: "chat.completion.chunk", Created: s.call.Created, Model: s.model}
-			b.choice.Index, b.choice.Delta = int32(c.index), &b.delta
-			b.choices[0] = &b.choice
-			b.c.Choices = b.choices[:]
-			chunk, d, text = &b.c, &b.delta, &b.text
+			b := backends.NewChunkBox(s.id, s.model, s.call.Created, int32(c.index))
+			chunk, d, text = &b.Chunk, &b.Delta, &b.Text
 		} else {
 			d, text = &flexwayv1.ChatMessage{}, &flexwayv1.ChatMessage_Text{}
 			chunk.Choices = append(chunk.Choices, &flexwayv1.ChatCompletionChunkChoice{Index: int32(c.index), Delta: d})
@@ -120,15 +117,6 @@ func (s *Stream) Feed(event, data []byte) (*flexwayv1.ChatCompletionChunk, error
 		s.delta(st, c, d, text)
 	}
 	return chunk, nil
-}
-
-// chunkBox holds a chunk and its first choice in one allocation.
-type chunkBox struct {
-	c       flexwayv1.ChatCompletionChunk
-	choice  flexwayv1.ChatCompletionChunkChoice
-	choices [1]*flexwayv1.ChatCompletionChunkChoice
-	delta   flexwayv1.ChatMessage
-	text    flexwayv1.ChatMessage_Text
 }
 
 // delta fills d, the chunk delta of one candidate's parts (some text, a
