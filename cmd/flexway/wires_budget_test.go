@@ -1,11 +1,14 @@
 package main
 
 import (
+	"errors"
 	"io"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
 )
 
 // TestWireLedgerAtTheRightPrice: an Anthropic answer (12 uncached input
@@ -87,5 +90,42 @@ func TestInexpressibleRequestSkipsToAnotherKind(t *testing.T) {
 	e, _ := out["error"].(map[string]any)
 	if resp.StatusCode != 400 || e["param"] != "n" || len(claude.requests()) != 0 {
 		t.Fatalf("%d %v; anthropic saw %d", resp.StatusCode, out, len(claude.requests()))
+	}
+}
+
+// TestGRPCStreamToAnthropic: a gRPC flexway.v1 caller, whose request says
+// nothing of stream, streams from an Anthropic backend: the Messages call
+// is sent with stream: true and the events come back as chunks, the usage
+// counting cached input.
+func TestGRPCStreamToAnthropic(t *testing.T) {
+	up := wireUpstream(t, "anthropic", "", wireFixture(t, "anthropic", "stream/text.sse"))
+	cfg, _ := wireConfig(t, wireBackend("w", "anthropic", up.URL, "claude-sonnet-4-5"))
+	g := startGateway(t, cfg)
+	include := true
+	stream, err := flexwayv1.NewChatServiceClient(grpcConn(t, g)).StreamChatCompletion(withKey(t, demoKey), &flexwayv1.CreateChatCompletionRequest{
+		Model: "claude-sonnet-4-5", Messages: []*flexwayv1.ChatMessage{userMessage("hi")}, StreamOptions: &flexwayv1.StreamOptions{IncludeUsage: &include}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text strings.Builder
+	var prompt int64
+	for {
+		ch, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("after %q: %v", text.String(), err)
+		}
+		prompt = max(prompt, ch.GetUsage().GetPromptTokens())
+		for _, c := range ch.GetChoices() {
+			text.WriteString(c.GetDelta().GetText())
+		}
+	}
+	if text.String() != "Hello!\n\"é\"" || prompt != 335 {
+		t.Errorf("text %q prompt_tokens %d", text.String(), prompt)
+	}
+	if up.requests()[0].Body["stream"] != true {
+		t.Errorf("the Messages call must stream: %v", up.requests()[0].Body)
 	}
 }
