@@ -227,3 +227,35 @@ func TestAttackAnthropicAnswerKeepsModel(t *testing.T) {
 		t.Errorf("model %q, want claude-sonnet-4-5", out["model"])
 	}
 }
+
+// TestAttackGeminiEmbeddingsAreCharged: batchEmbedContents reports no
+// token count (gemini.DecodeEmbeddings: "usage is zero, for the gateway
+// to estimate"), so every Gemini embeddings call must be charged by
+// estimate, usage_estimated. Found: the zero usage is a non-nil
+// EmbeddingUsage, taken as reported: every call commits 0 tokens and
+// 0 €, whatever the price, past every cap.
+func TestAttackGeminiEmbeddingsAreCharged(t *testing.T) {
+	up := newUpstream(t, attackAnswer(200, "application/json", `{"embeddings":[{"values":[0.1,0.2]},{"values":[0.3,0.4]}]}`))
+	b := wireBackend("w", "gemini", up.URL+"/v1beta", "gemini-embedding-001")
+	b.Capabilities = []string{"embeddings"}
+	b.Extra = "      price: {input: 1000.00, output: 0}"
+	c := baseTestConfig("")
+	c.Backends, c.Backend = []testBackend{b}, "w"
+	c.Budget = "    default: {tokens_per_day: 1000000, eur_per_month: 5}"
+	c.AdminKey = true
+	t.Setenv("FLEXWAY_TEST_ADMIN_KEY", testAdminKey)
+	c.AuditPath = filepath.Join(t.TempDir(), "audit.jsonl")
+	g := startGateway(t, c.yaml())
+	resp := post(t, g, "/v1/embeddings", `{"model":"gemini-embedding-001","input":["a long sentence to embed, with many words in it","another long sentence to embed, with words"]}`)
+	if body, _ := io.ReadAll(resp.Body); resp.StatusCode != 200 {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	u := usageOf(t, g, "")
+	g.stop()
+	_ = g.wait(t, 10*time.Second)
+	line := auditLines(t, c.AuditPath)[0]
+	if u["tokens_per_day"].Committed == 0 || u["eur_per_month"].Committed == 0 || line["usage_estimated"] != true {
+		t.Errorf("Gemini embeddings committed %d tokens, %d nano-euros at 1000 € per million; audit usage_estimated %v",
+			u["tokens_per_day"].Committed, u["eur_per_month"].Committed, line["usage_estimated"])
+	}
+}
