@@ -259,3 +259,50 @@ func TestAttackGeminiEmbeddingsAreCharged(t *testing.T) {
 			u["tokens_per_day"].Committed, u["eur_per_month"].Committed, line["usage_estimated"])
 	}
 }
+
+// TestAttackReservationCoversMaxOutputTokens: a request without
+// max_tokens is sent to an anthropic backend with max_tokens = the
+// backend's max_output_tokens (64000 in the reference), a bound the
+// gateway itself sets; the reservation must cover it, as it covers
+// ai.budget.max_output_tokens (metering.Meter.prepare). Found: only
+// reserve_output_tokens (1024) is reserved, so near a cap each call may
+// overshoot it by 63k output tokens (0.95 € at 15 € per million).
+func TestAttackReservationCoversMaxOutputTokens(t *testing.T) {
+	release := make(chan struct{})
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		<-release
+		attackAnswer(200, "application/json", `{"id":"m","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[{"type":"text","text":"x"}],"stop_reason":"end_turn","usage":{"input_tokens":5,"output_tokens":1}}`)(w, r)
+	})
+	b := wireBackend("w", "anthropic", up.URL, "claude-sonnet-4-5")
+	b.Extra = "      price: {input: 3.00, output: 15.00}\n      max_output_tokens: 64000"
+	c := baseTestConfig("")
+	c.Backends, c.Backend = []testBackend{b}, "w"
+	c.Budget = "    default: {tokens_per_day: 1000000, eur_per_month: 5}"
+	c.AdminKey, c.AuditPath = true, ""
+	t.Setenv("FLEXWAY_TEST_ADMIN_KEY", testAdminKey)
+	g := startGateway(t, c.yaml())
+	done := make(chan int)
+	go func() {
+		req, _ := http.NewRequest("POST", g.HTTP+"/v1/chat/completions", strings.NewReader(`{"model":"claude-sonnet-4-5","messages":[{"role":"user","content":"hi"}]}`))
+		req.Header.Set("Authorization", "Bearer "+demoKey)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			done <- 0
+			return
+		}
+		resp.Body.Close()
+		done <- resp.StatusCode
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for len(up.requests()) == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	reserved := usageOf(t, g, "")["tokens_per_day"].Reserved
+	close(release)
+	<-done
+	if sent := up.requests()[0].Body["max_tokens"]; sent != float64(64000) || reserved < 64000 {
+		t.Errorf("max_tokens %v sent upstream, %d tokens reserved", sent, reserved)
+	}
+}
