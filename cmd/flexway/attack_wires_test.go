@@ -306,3 +306,26 @@ func TestAttackReservationCoversMaxOutputTokens(t *testing.T) {
 		t.Errorf("max_tokens %v sent upstream, %d tokens reserved", sent, reserved)
 	}
 }
+
+// TestAttackUpstreamSecretNeverRelayed: a translated kind relays an
+// upstream 4xx's message (issue 14: "keeps its status and its
+// message"); a message that quotes the gateway's own credential for the
+// backend (a provider echoing the key it refused, a proxy's debug text)
+// must not hand that credential to the caller. Found: relayed verbatim
+// by the anthropic, gemini and a2a kinds (the openai kind too, before
+// issue 14).
+func TestAttackUpstreamSecretNeverRelayed(t *testing.T) {
+	for _, tc := range []struct{ kind, path, model, body string }{
+		{"anthropic", "", "claude-sonnet-4-5", `{"type":"error","error":{"type":"invalid_request_error","message":"bad key upstream-secret-token"}}`},
+		{"gemini", "/v1beta", "gemini-2.5-flash", `{"error":{"code":400,"message":"API key upstream-secret-token not valid","status":"INVALID_ARGUMENT"}}`},
+	} {
+		up := newUpstream(t, attackAnswer(400, "application/json", tc.body))
+		cfg, _ := wireConfig(t, wireBackend("w", tc.kind, up.URL+tc.path, tc.model))
+		g := startGateway(t, cfg)
+		resp := post(t, g, "/v1/chat/completions", `{"model":"`+tc.model+`","messages":[{"role":"user","content":"hi"}]}`)
+		body, _ := io.ReadAll(resp.Body)
+		if strings.Contains(string(body), "upstream-secret-token") {
+			t.Errorf("%s: the backend's credential reached the caller: %d %s", tc.kind, resp.StatusCode, body)
+		}
+	}
+}
