@@ -45,6 +45,12 @@ func attackBudgeted(t *testing.T, kind, url, model, price string) (*testGW, stri
 	t.Helper()
 	b := wireBackend("w", kind, url, model)
 	b.Extra = "      price: " + price
+	return attackBudgetedBackend(t, b)
+}
+
+// attackBudgetedBackend is attackBudgeted in front of the backend b.
+func attackBudgetedBackend(t *testing.T, b testBackend) (*testGW, string, *syncBuffer) {
+	t.Helper()
 	c := baseTestConfig("")
 	c.Backends, c.Backend = []testBackend{b}, "w"
 	c.Budget = "    default: {tokens_per_day: 1000000, eur_per_month: 5}"
@@ -53,6 +59,25 @@ func attackBudgeted(t *testing.T, kind, url, model, price string) (*testGW, stri
 	c.AuditPath = filepath.Join(t.TempDir(), "audit.jsonl")
 	log := &syncBuffer{}
 	return startGatewayLog(t, c.yaml(), log), c.AuditPath, log
+}
+
+// attackEstimatedCharge posts body to path on g (which must answer 200),
+// stops g and fails t unless the call committed tokens and euros and its
+// audit line says usage_estimated.
+func attackEstimatedCharge(t *testing.T, g *testGW, audit, path, body string) {
+	t.Helper()
+	resp := post(t, g, path, body)
+	if b, _ := io.ReadAll(resp.Body); resp.StatusCode != 200 {
+		t.Fatalf("%d %s", resp.StatusCode, b)
+	}
+	u := usageOf(t, g, "")
+	g.stop()
+	_ = g.wait(t, 10*time.Second)
+	line := auditLines(t, audit)[0]
+	if u["tokens_per_day"].Committed == 0 || u["eur_per_month"].Committed == 0 || line["usage_estimated"] != true {
+		t.Errorf("committed %d tokens, %d nano-euros; audit usage_estimated %v; want an estimate, marked",
+			u["tokens_per_day"].Committed, u["eur_per_month"].Committed, line["usage_estimated"])
+	}
 }
 
 // TestAttackAnswerWithoutUsageIsEstimated: an Anthropic answer that
@@ -76,18 +101,7 @@ func TestAttackAnswerWithoutUsageIsEstimated(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			up := newUpstream(t, attackAnswer(200, tc.ctype, tc.body))
 			g, audit, _ := attackBudgeted(t, "anthropic", up.URL, "claude-sonnet-4-5", "{input: 3.00, output: 15.00}")
-			resp := post(t, g, "/v1/chat/completions", `{"model":"claude-sonnet-4-5",`+tc.stream+`"max_tokens":50,"messages":[{"role":"user","content":"Hello, a question for you please"}]}`)
-			if body, _ := io.ReadAll(resp.Body); resp.StatusCode != 200 {
-				t.Fatalf("%d %s", resp.StatusCode, body)
-			}
-			u := usageOf(t, g, "")
-			g.stop()
-			_ = g.wait(t, 10*time.Second)
-			line := auditLines(t, audit)[0]
-			if u["tokens_per_day"].Committed == 0 || u["eur_per_month"].Committed == 0 || line["usage_estimated"] != true {
-				t.Errorf("an answer without usage committed %d tokens, %d nano-euros; audit usage_estimated %v; want an estimate, marked",
-					u["tokens_per_day"].Committed, u["eur_per_month"].Committed, line["usage_estimated"])
-			}
+			attackEstimatedCharge(t, g, audit, "/v1/chat/completions", `{"model":"claude-sonnet-4-5",`+tc.stream+`"max_tokens":50,"messages":[{"role":"user","content":"Hello, a question for you please"}]}`)
 		})
 	}
 }
@@ -239,25 +253,8 @@ func TestAttackGeminiEmbeddingsAreCharged(t *testing.T) {
 	b := wireBackend("w", "gemini", up.URL+"/v1beta", "gemini-embedding-001")
 	b.Capabilities = []string{"embeddings"}
 	b.Extra = "      price: {input: 1000.00, output: 0}"
-	c := baseTestConfig("")
-	c.Backends, c.Backend = []testBackend{b}, "w"
-	c.Budget = "    default: {tokens_per_day: 1000000, eur_per_month: 5}"
-	c.AdminKey = true
-	t.Setenv("FLEXWAY_TEST_ADMIN_KEY", testAdminKey)
-	c.AuditPath = filepath.Join(t.TempDir(), "audit.jsonl")
-	g := startGateway(t, c.yaml())
-	resp := post(t, g, "/v1/embeddings", `{"model":"gemini-embedding-001","input":["a long sentence to embed, with many words in it","another long sentence to embed, with words"]}`)
-	if body, _ := io.ReadAll(resp.Body); resp.StatusCode != 200 {
-		t.Fatalf("%d %s", resp.StatusCode, body)
-	}
-	u := usageOf(t, g, "")
-	g.stop()
-	_ = g.wait(t, 10*time.Second)
-	line := auditLines(t, c.AuditPath)[0]
-	if u["tokens_per_day"].Committed == 0 || u["eur_per_month"].Committed == 0 || line["usage_estimated"] != true {
-		t.Errorf("Gemini embeddings committed %d tokens, %d nano-euros at 1000 € per million; audit usage_estimated %v",
-			u["tokens_per_day"].Committed, u["eur_per_month"].Committed, line["usage_estimated"])
-	}
+	g, audit, _ := attackBudgetedBackend(t, b)
+	attackEstimatedCharge(t, g, audit, "/v1/embeddings", `{"model":"gemini-embedding-001","input":["a long sentence to embed, with many words in it","another long sentence to embed, with words"]}`)
 }
 
 // TestAttackReservationCoversMaxOutputTokens: a request without
