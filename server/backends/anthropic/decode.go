@@ -23,6 +23,10 @@ type Usage struct {
 	Output     int64 // output_tokens
 	CacheRead  int64 // cache_read_input_tokens
 	CacheWrite int64 // cache_creation_input_tokens
+	// Reported is set once an answer carried input_tokens or
+	// output_tokens: without it the usage is unknown (the gateway
+	// estimates it), never zero.
+	Reported bool
 }
 
 // wireUsage is a Message's usage; a nil field was absent.
@@ -47,6 +51,9 @@ func (u *Usage) merge(w *wireUsage) {
 	set(&u.Output, w.OutputTokens)
 	set(&u.CacheRead, w.CacheReadInputTokens)
 	set(&u.CacheWrite, w.CacheCreationInputTokens)
+	if w.InputTokens != nil || w.OutputTokens != nil {
+		u.Reported = true
+	}
 }
 
 // Canonical returns u as the client sees it: prompt_tokens counts every
@@ -54,17 +61,25 @@ func (u *Usage) merge(w *wireUsage) {
 // output, prompt_tokens_details.cached_tokens the cache reads and, when
 // there were any, cache_creation_input_tokens (Anthropic's own name, as
 // LiteLLM and others relay it in OpenAI's usage) the cache writes: the
-// core prices both tiers from these two fields.
+// core prices both tiers from these two fields. Counts are clamped
+// ([backends.ClampUsage]): none negative, none wrapped. Nil when the
+// usage was not reported ([Usage.Reported]).
 func (u Usage) Canonical() *flexwayv1.Usage {
-	prompt := u.Input + u.CacheRead + u.CacheWrite
-	extra := map[string]string{"prompt_tokens_details": `{"cached_tokens":` + strconv.FormatInt(u.CacheRead, 10) + `}`}
-	if u.CacheWrite > 0 {
-		extra["cache_creation_input_tokens"] = strconv.FormatInt(u.CacheWrite, 10)
+	if !u.Reported {
+		return nil
+	}
+	write := max(u.CacheWrite, 0)
+	prompt := backends.AddTokens(backends.AddTokens(u.Input, u.CacheRead), write)
+	prompt, completion, total, read := backends.ClampUsage(prompt, u.Output, 0, u.CacheRead)
+	write = min(write, prompt-read)
+	extra := map[string]string{"prompt_tokens_details": `{"cached_tokens":` + strconv.FormatInt(read, 10) + `}`}
+	if write > 0 {
+		extra["cache_creation_input_tokens"] = strconv.FormatInt(write, 10)
 	}
 	return &flexwayv1.Usage{
 		PromptTokens:     prompt,
-		CompletionTokens: u.Output,
-		TotalTokens:      prompt + u.Output,
+		CompletionTokens: completion,
+		TotalTokens:      total,
 		ExtraFields:      extra,
 	}
 }

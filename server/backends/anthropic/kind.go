@@ -40,14 +40,18 @@ func (w Wire) Chat(req *flexwayv1.CreateChatCompletionRequest, c backends.WireCa
 }
 
 // DecodeChat implements [backends.Wire.DecodeChat] with [Decode].
+// A Message naming no model is reported as the model sent.
 func (Wire) DecodeChat(body []byte, c backends.WireCall) (*flexwayv1.ChatCompletion, error) {
 	resp, _, err := Decode(body, c.Created)
+	if err == nil && resp.GetModel() == "" {
+		resp.Model = c.Model
+	}
 	return resp, err
 }
 
 // NewChatStream implements [backends.Wire.NewChatStream] with [Stream].
 func (Wire) NewChatStream(c backends.WireCall) backends.WireStream {
-	return wireStream{NewStream(c.Created)}
+	return wireStream{s: NewStream(c.Created), model: c.Model}
 }
 
 // DecodeError implements [backends.Wire.DecodeError] with [DecodeError].
@@ -83,11 +87,18 @@ func Check(req *flexwayv1.CreateChatCompletionRequest, opt Options) *faults.Erro
 	return nil
 }
 
-// wireStream adapts [Stream] to [backends.WireStream].
-type wireStream struct{ s *Stream }
+// wireStream adapts [Stream] to [backends.WireStream]; a chunk naming no
+// model (message_start named none) is reported as the model sent.
+type wireStream struct {
+	s     *Stream
+	model string
+}
 
 func (w wireStream) Event(name, data []byte) (*flexwayv1.ChatCompletionChunk, bool, error) {
 	ch, err := w.s.Event(name, data)
+	if ch != nil && ch.Model == "" {
+		ch.Model = w.model
+	}
 	return ch, err == nil && w.s.Done(), err
 }
 

@@ -200,6 +200,11 @@ func (s *Stream) Event(name, data []byte) (*flexwayv1.ChatCompletionChunk, error
 		return c, nil
 	case "message_stop":
 		s.done = true
+		if !s.usage.Reported {
+			// No usage came: the gateway estimates it; no chunk of
+			// zeros is made up.
+			return nil, nil
+		}
 		return &flexwayv1.ChatCompletionChunk{
 			Id: s.id, Object: "chat.completion.chunk", Created: s.created, Model: s.model,
 			Choices: []*flexwayv1.ChatCompletionChunkChoice{}, Usage: s.usage.Canonical(),

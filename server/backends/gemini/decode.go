@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
+	"github.com/flexway/flexway/server/backends"
 	"github.com/flexway/flexway/server/faults"
 	"github.com/flexway/flexway/server/jsonstring"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -156,23 +157,19 @@ func appendToolCall[S string | []byte](dst []byte, index int, name S, args []byt
 // usage: prompt_tokens = promptTokenCount (which already includes
 // cachedContentTokenCount), completion_tokens = candidatesTokenCount +
 // thoughtsTokenCount (thoughts are billed as output), total_tokens =
-// totalTokenCount (else the sum); prompt_tokens_details.cached_tokens =
+// the larger of totalTokenCount and their sum; prompt_tokens_details.cached_tokens =
 // cachedContentTokenCount and completion_tokens_details.reasoning_tokens =
-// thoughtsTokenCount, each written when not zero. Nil when m is nil.
+// thoughtsTokenCount, each written when not zero; counts clamped as
+// [backends.ClampUsage] says (cached never over prompt). Nil when m is nil.
 func usage(m *gUsageMetadata) *flexwayv1.Usage {
 	if m == nil {
 		return nil
 	}
-	u := &flexwayv1.Usage{
-		PromptTokens:     m.PromptTokenCount,
-		CompletionTokens: m.CandidatesTokenCount + m.ThoughtsTokenCount,
-		TotalTokens:      m.TotalTokenCount,
-	}
-	if u.TotalTokens == 0 {
-		u.TotalTokens = u.PromptTokens + u.CompletionTokens
-	}
-	if m.CachedContentTokenCount > 0 {
-		u.ExtraFields = map[string]string{"prompt_tokens_details": `{"cached_tokens":` + strconv.FormatInt(m.CachedContentTokenCount, 10) + `}`}
+	prompt, completion, total, cached := backends.ClampUsage(m.PromptTokenCount,
+		backends.AddTokens(m.CandidatesTokenCount, m.ThoughtsTokenCount), m.TotalTokenCount, m.CachedContentTokenCount)
+	u := &flexwayv1.Usage{PromptTokens: prompt, CompletionTokens: completion, TotalTokens: total}
+	if cached > 0 {
+		u.ExtraFields = map[string]string{"prompt_tokens_details": `{"cached_tokens":` + strconv.FormatInt(cached, 10) + `}`}
 	}
 	if m.ThoughtsTokenCount > 0 {
 		setExtra(&u.ExtraFields, "completion_tokens_details", `{"reasoning_tokens":`+strconv.FormatInt(m.ThoughtsTokenCount, 10)+`}`)

@@ -78,7 +78,8 @@ func EncodeEmbeddings(req *flexwayv1.CreateEmbeddingRequest, model string) ([]by
 // ({"embeddings": [{"values": [...]}]}) as OpenAI's embeddings list for
 // model, one embedding per input in order; as floats, or as base64 of
 // little-endian float32 when encodingFormat is "base64". Gemini reports no
-// token count: usage is zero, for the gateway to estimate.
+// token count: the answer has no usage, and the gateway estimates it (a
+// usage of zeros would be taken as reported, and charge nothing).
 //
 // Errors: upstream_error (502) when the body does not read or holds
 // another count of embeddings than inputs.
@@ -90,7 +91,7 @@ func DecodeEmbeddings(body []byte, model, encodingFormat string, inputs int) (*f
 	if len(r.Embeddings) != inputs {
 		return nil, faults.New(faults.UpstreamError, "the Gemini upstream answered %d embeddings for %d inputs", len(r.Embeddings), inputs)
 	}
-	out := &flexwayv1.CreateEmbeddingResponse{Object: "list", Model: model, Usage: &flexwayv1.EmbeddingUsage{}}
+	out := &flexwayv1.CreateEmbeddingResponse{Object: "list", Model: model}
 	for i, e := range r.Embeddings {
 		em := &flexwayv1.Embedding{Object: "embedding", Index: int32(i)}
 		if encodingFormat == "base64" {

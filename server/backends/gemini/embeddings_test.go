@@ -37,7 +37,7 @@ func TestEmbeddings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"object":"list","data":[{"object":"embedding","index":0,"embedding":[0.0135,-0.0208,0.5]},{"object":"embedding","index":1,"embedding":[-0.25,0.125,1]}],"model":"gemini-embedding-001","usage":{"prompt_tokens":0,"total_tokens":0}}`
+	want := `{"object":"list","data":[{"object":"embedding","index":0,"embedding":[0.0135,-0.0208,0.5]},{"object":"embedding","index":1,"embedding":[-0.25,0.125,1]}],"model":"gemini-embedding-001"}`
 	if out := openaiwire.AppendEmbeddingResponse(nil, got); !jsonEqual(t, out, []byte(want)) {
 		t.Errorf("answer %s, want %s", out, want)
 	}

@@ -25,8 +25,17 @@ type translated struct {
 	wire    backends.Wire
 	base    *url.URL
 	log     *slog.Logger
-	dropped sync.Map // field name → struct{}: logged once per name
+	dropped sync.Map     // field name → struct{}: logged once per name
+	names   atomic.Int64 // names stored in dropped, at most maxDroppedNames
 }
+
+// Bounds of the dropped-field notices: field names come from callers, so
+// a backend remembers and logs at most maxDroppedNames of them (then one
+// notice that more are not named), each cut to maxDroppedNameBytes.
+const (
+	maxDroppedNames     = 64
+	maxDroppedNameBytes = 64
+)
 
 // wireCall is the per-call context a wire needs.
 func (b *Backend) wireCall(ctx context.Context, model string) backends.WireCall {
@@ -62,12 +71,28 @@ func (t *translated) wireURL(r backends.WireRequest) string {
 
 // noteDropped logs, once per field name for the backend's life, the
 // request fields the wire format could not carry: names only, never
-// values.
+// values, at most maxDroppedNames of them (callers choose the names), each
+// cut to maxDroppedNameBytes.
 func (t *translated) noteDropped(backend string, names []string) {
 	for _, n := range names {
-		if _, seen := t.dropped.LoadOrStore(n, struct{}{}); !seen {
-			t.log.Warn("request field dropped: the backend's wire format has no counterpart (logged once per field)",
-				"backend", backend, "field", n)
+		if len(n) > maxDroppedNameBytes {
+			n = n[:maxDroppedNameBytes]
+		}
+		if _, seen := t.dropped.Load(n); seen {
+			continue
+		}
+		switch c := t.names.Add(1); {
+		case c <= maxDroppedNames:
+			if _, seen := t.dropped.LoadOrStore(n, struct{}{}); !seen {
+				t.log.Warn("request field dropped: the backend's wire format has no counterpart (logged once per field)",
+					"backend", backend, "field", n)
+			}
+		case c == maxDroppedNames+1:
+			t.log.Warn("request fields dropped: more field names than are logged; later ones are dropped without a notice",
+				"backend", backend, "logged_names", maxDroppedNames)
+		default:
+			t.names.Store(maxDroppedNames + 2) // no wrap, however many calls
+			return
 		}
 	}
 }

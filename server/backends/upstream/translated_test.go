@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -249,5 +250,27 @@ func TestDroppedFieldsLoggedOncePerName(t *testing.T) {
 	out := logged.String()
 	if strings.Count(out, "field=frequency_penalty") != 1 || strings.Contains(out, "0.123456") {
 		t.Errorf("want one notice naming the field and never its value, got:\n%s", out)
+	}
+}
+
+func TestDroppedFieldNoticesAreBounded(t *testing.T) {
+	var logged bytes.Buffer
+	tr := &translated{log: slog.New(slog.NewTextHandler(&logged, nil))}
+	for round := range 3 {
+		names := make([]string, 100)
+		for i := range names {
+			names[i] = string(rune('a'+round)) + strconv.Itoa(i) + strings.Repeat("n", 100)
+		}
+		tr.noteDropped("w", names)
+	}
+	out := logged.String()
+	if n := strings.Count(out, "field="); n != maxDroppedNames {
+		t.Errorf("%d names logged, want %d", n, maxDroppedNames)
+	}
+	if n := strings.Count(out, "more field names than are logged"); n != 1 {
+		t.Errorf("%d overflow notices, want 1", n)
+	}
+	if strings.Contains(out, strings.Repeat("n", maxDroppedNameBytes+1)) {
+		t.Error("a logged name must be cut to maxDroppedNameBytes")
 	}
 }
