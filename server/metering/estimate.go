@@ -111,6 +111,11 @@ func (m *Meter) EstimateFor(req any, backends []string) (Estimate, bool) {
 		default:
 			e.OutputLimit = aliases
 			e.Output = max(m.cfg.ReserveOutputTokens, aliases)
+			for _, b := range backends {
+				// A backend that sends its own max_tokens may be asked
+				// for that much.
+				e.Output = max(e.Output, m.cfg.BackendOutputTokens[b])
+			}
 		}
 		if n := int64(r.GetN()); n > 1 {
 			e.Output = money.MulSat(e.Output, n)

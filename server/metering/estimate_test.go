@@ -48,3 +48,28 @@ func TestEstimate(t *testing.T) {
 		t.Error("a models listing is estimated: it is not metered")
 	}
 }
+
+// TestEstimateCoversABackendsOwnMaxTokens: a request without an output
+// limit reserves, per choice, the largest max_tokens a planned backend
+// sends itself (kind anthropic's max_output_tokens), not only
+// reserve_output_tokens; a request with its own limit reserves that.
+func TestEstimateCoversABackendsOwnMaxTokens(t *testing.T) {
+	m := metering.New(metering.Config{ReserveOutputTokens: 1000, BackendOutputTokens: map[string]int64{"claude": 64000}})
+	msg := []*flexwayv1.ChatMessage{{Role: "user", Content: &flexwayv1.ChatMessage_Text{Text: "hi"}}}
+	for _, tc := range []struct {
+		name   string
+		req    *flexwayv1.CreateChatCompletionRequest
+		plan   []string
+		output int64
+	}{
+		{"anthropic first", &flexwayv1.CreateChatCompletionRequest{Messages: msg}, []string{"claude", "main"}, 64000},
+		{"anthropic as fallback", &flexwayv1.CreateChatCompletionRequest{Messages: msg}, []string{"main", "claude"}, 64000},
+		{"no such backend", &flexwayv1.CreateChatCompletionRequest{Messages: msg}, []string{"main"}, 1000},
+		{"two choices", &flexwayv1.CreateChatCompletionRequest{Messages: msg, N: proto.Int32(2)}, []string{"claude"}, 128000},
+		{"own limit", &flexwayv1.CreateChatCompletionRequest{Messages: msg, MaxTokens: proto.Int64(10)}, []string{"claude"}, 10},
+	} {
+		if est, _ := m.EstimateFor(tc.req, tc.plan); est.Output != tc.output {
+			t.Errorf("%s: output %d, want %d", tc.name, est.Output, tc.output)
+		}
+	}
+}

@@ -51,6 +51,12 @@ type Config struct {
 	// reserved, per choice, for a chat request that sets neither
 	// max_completion_tokens nor max_tokens (ai.budget.max_output_tokens).
 	MaxOutputTokens int64
+	// BackendOutputTokens is, by backend name, the max_tokens a backend
+	// sends upstream itself for a chat request that sets no output limit
+	// (kind anthropic's max_output_tokens, which the Messages API
+	// requires), in tokens: such a request reserves, per choice, the
+	// largest of these over its plan, since the upstream may use it all.
+	BackendOutputTokens map[string]int64
 	// PromptOverheadTokens is each backend's per-call chat-template
 	// overhead, in tokens, by backend name
 	// (ai.backends.NAME.prompt_overhead_tokens); a backend absent here has

@@ -155,6 +155,7 @@ func newMeter(cfg *config.Config, led *ledger.Ledger, routes *routing.Table, acc
 		ReserveTokensPerImage: cfg.AI.Vision.ReserveTokensPerImage,
 		MaxOutputTokens:       cfg.AI.Budget.MaxOutputTokens,
 		PromptOverheadTokens:  promptOverheads(cfg),
+		BackendOutputTokens:   backendOutputTokens(cfg),
 		Known:                 accts.Known,
 		Proxied:               proxied,
 		FrameSize:             frameSize,

@@ -133,6 +133,19 @@ func promptOverheads(cfg *config.Config) map[string]int64 {
 	return m
 }
 
+// backendOutputTokens is, by backend name, the max_tokens a backend sends
+// itself for a request that sets none: kind anthropic's
+// max_output_tokens ([metering.Config.BackendOutputTokens]).
+func backendOutputTokens(cfg *config.Config) map[string]int64 {
+	m := map[string]int64{}
+	for name, b := range cfg.AI.Backends {
+		if b.Kind == config.KindAnthropic && b.MaxOutputTokens > 0 {
+			m[name] = b.MaxOutputTokens
+		}
+	}
+	return m
+}
+
 // openAudit opens audit.path with audit.hash_key; onFailure is told why
 // a batch could not be written. Without a hash key,
 // identifiers are hashed under a key made at start: hashes then differ from
