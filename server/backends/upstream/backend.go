@@ -225,6 +225,9 @@ type exchange struct {
 	resp   *http.Response
 	idle   *time.Timer // armed while a body read waits
 	body   io.Reader   // decoded body, reads bounded by idle
+	// secret is the credential sent (its value, without "Bearer "),
+	// scrubbed from whatever of the answer reaches the caller.
+	secret string
 
 	releaseOnce sync.Once
 }
@@ -270,13 +273,13 @@ func (b *Backend) send(ctx context.Context, url string, body []byte, accept stri
 		cancel(errReleased)
 		return nil, fe
 	}
-	ex := &exchange{b: b, parent: ctx, ctx: reqCtx, cancel: cancel, resp: resp}
+	ex := &exchange{b: b, parent: ctx, ctx: reqCtx, cancel: cancel, resp: resp, secret: strings.TrimPrefix(authValue, "Bearer ")}
 	ex.idle = time.AfterFunc(time.Hour, func() { cancel(errIdleTimeout) })
 	ex.idle.Stop()
 	var idle io.Reader = &idleReader{r: resp.Body, timer: ex.idle, d: b.idleTimeout}
 	ex.body, err = decodedBody(resp, idle)
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		fe := ex.statusError(err)
+		fe := ex.scrub(ex.statusError(err))
 		ex.release()
 		return nil, fe
 	}

@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"bytes"
 	"compress/gzip"
 	"context"
 	"errors"
@@ -260,4 +261,36 @@ func (ir *idleReader) Read(p []byte) (int, error) {
 	n, err := ir.r.Read(p)
 	ir.timer.Stop()
 	return n, err
+}
+
+// minScrubbedSecret is the shortest credential [exchange.scrub] looks for:
+// a shorter one would redact ordinary words.
+const minScrubbedSecret = 8
+
+// redacted replaces the gateway's own credential in what is relayed.
+const redacted = "[redacted]"
+
+// scrub removes the credential the exchange sent from an error that may
+// reach the caller: its Message and the relayed upstream body (an
+// upstream may quote the key it refused). Anything else is returned as is.
+func (ex *exchange) scrub(fe *faults.Error) *faults.Error {
+	if fe == nil || len(ex.secret) < minScrubbedSecret {
+		return fe
+	}
+	if strings.Contains(fe.Message, ex.secret) {
+		fe.Message = strings.ReplaceAll(fe.Message, ex.secret, redacted)
+	}
+	if bytes.Contains(fe.UpstreamBody, []byte(ex.secret)) {
+		fe.UpstreamBody = bytes.ReplaceAll(fe.UpstreamBody, []byte(ex.secret), []byte(redacted))
+	}
+	return fe
+}
+
+// scrubErr is [exchange.scrub] for an error of any type.
+func (ex *exchange) scrubErr(err error) error {
+	var fe *faults.Error
+	if errors.As(err, &fe) {
+		ex.scrub(fe)
+	}
+	return err
 }

@@ -159,7 +159,7 @@ func wirePost[T any](ctx context.Context, b *Backend, r backends.WireRequest, en
 	}
 	resp, err := decode(data)
 	if err != nil {
-		return zero, upstreamFault(b.name, err, what)
+		return zero, ex.scrubErr(upstreamFault(b.name, err, what))
 	}
 	return resp, nil
 }
@@ -221,7 +221,7 @@ func (s *wireStream) Recv() (*flexwayv1.ChatCompletionChunk, error) {
 		}
 		ch, done, err := s.dec.Event(name, data)
 		if err != nil {
-			return nil, s.fail(err)
+			return nil, s.fail(s.ex.scrubErr(err))
 		}
 		if done {
 			s.err = io.EOF

@@ -274,3 +274,28 @@ func TestDroppedFieldNoticesAreBounded(t *testing.T) {
 		t.Error("a logged name must be cut to maxDroppedNameBytes")
 	}
 }
+
+// TestOwnCredentialNeverRelayed: an upstream 4xx quoting the gateway's
+// own credential reaches the caller with it redacted, for OpenAI's own
+// format and a translated one.
+func TestOwnCredentialNeverRelayed(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		wire backends.Wire
+		body string
+	}{
+		{"openai", nil, `{"error":{"message":"Incorrect API key provided: k-secret-123456","type":"invalid_request_error"}}`},
+		{"anthropic", anthropic.Wire{Options: anthropic.Options{MaxOutputTokens: 8}}, `{"type":"error","error":{"type":"invalid_request_error","message":"bad key k-secret-123456"}}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			u := wireUpstream(t, 400, "application/json", []byte(tc.body))
+			b := newWireBackend(t, u, "", tc.wire, func(o *Options) { o.Auth = Auth{Type: AuthBearer, Secret: "k-secret-123456"} })
+			_, _, err := b.CreateChatCompletion(context.Background(), chatReq("m"))
+			fe := faults.As(err)
+			if fe.UpstreamHTTPStatus != 400 || bytes.Contains(fe.UpstreamBody, []byte("k-secret-123456")) || strings.Contains(fe.Message, "k-secret-123456") ||
+				!bytes.Contains(fe.UpstreamBody, []byte("[redacted]")) {
+				t.Errorf("%+v body %s", fe, fe.UpstreamBody)
+			}
+		})
+	}
+}
