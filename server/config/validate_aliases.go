@@ -215,27 +215,36 @@ func (ai AI) checkClassifier(col *collector, path string, a Alias) {
 }
 
 // checkScorerURL checks a classifier url: http or https with a host, no
-// user info, no query parameter named like a credential. Messages never
-// repeat user info or a query.
+// user info, no query parameter named like a credential.
 func checkScorerURL(col *collector, path, raw string) {
 	if raw == "" {
 		col.errorf(path, "required: the scorer's http or https URL")
 		return
 	}
 	u, err := url.Parse(raw)
+	checkHTTPURL(col, path, u, err, "", "")
+}
+
+// checkHTTPURL reports, at path, a URL (u and err from url.Parse) that is
+// not http or https with a host, that carries user info, or a query
+// parameter named like a credential; userHint and queryHint end those two
+// messages (what to use instead). It returns false when the URL does not
+// parse. Messages never repeat user info or a query.
+func checkHTTPURL(col *collector, path string, u *url.URL, err error, userHint, queryHint string) bool {
 	switch {
 	case err != nil:
 		col.errorf(path, "the value is not an http or https URL: it does not parse")
-		return
+		return false
 	case (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
 		col.errorf(path, "%q is not an http or https URL", shownURL(u))
 	}
 	if u.User != nil {
-		col.errorf(path, "user info is not allowed in a URL")
+		col.errorf(path, "user info is not allowed in a URL%s", userHint)
 	}
 	if names := credentialParams(u.RawQuery); len(names) > 0 {
-		col.errorf(path, "query parameter %s: credentials may not be written in a URL query", strings.Join(names, ", "))
+		col.errorf(path, "query parameter %s: credentials may not be written in a URL query%s", strings.Join(names, ", "), queryHint)
 	}
+	return true
 }
 
 // aliasServesSomething reports whether a target (or below, above) of a
