@@ -165,6 +165,9 @@ type AI struct {
 	Backends map[string]Backend `yaml:"backends"`
 	// GRPC routes specialised-model gRPC services to kind: grpc backends.
 	GRPC GRPC `yaml:"grpc"`
+	// Aliases are the model names a client may request that the operator
+	// maps to routes, by alias name; see [Alias].
+	Aliases map[string]Alias `yaml:"aliases"`
 }
 
 // Budget holds the caps and the ledger (ai.budget.*).
@@ -328,6 +331,10 @@ type Backend struct {
 	IdleTimeout Duration `yaml:"idle_timeout"`
 	// CircuitBreaker opens the backend's circuit after repeated failures.
 	CircuitBreaker CircuitBreaker `yaml:"circuit_breaker"`
+	// ExpectedLatency, optional, is the declared latency that aliases of
+	// strategy latency and cost_latency sort by (never measured); zero is
+	// unset and sorts last.
+	ExpectedLatency Duration `yaml:"expected_latency"`
 	// PromptOverheadTokens is the chat-template overhead, in tokens, the
 	// upstream adds to a call's prompt once (BOS, a default system header,
 	// tool instructions, the assistant priming), reserved on top of the

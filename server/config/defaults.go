@@ -56,6 +56,7 @@ func (c *Config) ApplyDefaults() {
 		b.setDefaults()
 		c.AI.Backends[name] = b
 	}
+	c.AI.applyAliasDefaults() // see [Alias] for the aliases' defaults
 	c.deriveDefaults(func(string) bool { return false })
 }
 

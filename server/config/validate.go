@@ -27,6 +27,11 @@ import (
 // timeouts and limits; server.max_inflight_body_bytes below
 // ai.vision.max_body_bytes.
 //
+// Aliases (ai.aliases): targets naming an inference backend and a model,
+// weights, arms, sticky subjects and classifiers as [Alias] documents
+// them; an alias named like a listed model, or none of whose backends
+// serves chat or embeddings, is a warning.
+//
 // Relay backends: identity_headers only on a kind: relay backend, and with
 // agent or sensitive named, tenant too.
 //

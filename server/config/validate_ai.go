@@ -73,6 +73,7 @@ func (ai AI) validate(col *collector) {
 	for _, name := range sortedKeys(ai.Backends) {
 		ai.Backends[name].validate(col, name, ai.Backends)
 	}
+	ai.validateAliases(col)
 	for i, p := range ai.GRPC.DescriptorSets {
 		if p == "" {
 			col.errorf(indexPath("ai.grpc.descriptor_sets", i), "empty path")

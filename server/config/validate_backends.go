@@ -142,19 +142,8 @@ func (b Backend) checkURL(col *collector, bpath string) {
 	u, err := url.Parse(b.URL)
 	switch b.Kind {
 	case KindOpenAI, KindRelay, KindAnthropic, KindGemini, KindA2A:
-		switch {
-		case err != nil:
-			col.errorf(path, "the value is not an http or https URL: it does not parse")
+		if !checkHTTPURL(col, path, u, err, "; use auth", "; use auth ("+authHint[b.Kind]+") with a secret reference") {
 			return
-		case (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
-			col.errorf(path, "%q is not an http or https URL", shownURL(u))
-		}
-		if u.User != nil {
-			col.errorf(path, "user info is not allowed in a URL; use auth")
-		}
-		if names := credentialParams(u.RawQuery); len(names) > 0 {
-			col.errorf(path, "query parameter %s: credentials may not be written in a URL query; use auth (%s) with a secret reference",
-				strings.Join(names, ", "), authHint[b.Kind])
 		}
 		if u.Scheme == "http" && b.TLS != (BackendTLS{}) {
 			col.errorf(bpath+".tls", "tls needs an https url")
