@@ -14,17 +14,20 @@ import (
 )
 
 // rpcResponse is a JSON-RPC 2.0 response (A2A SendMessageResponse or one
-// SendStreamingMessageResponse event): a result or an error.
+// SendStreamingMessageResponse event): a result or an error, and the id
+// of the request it answers (see [DecodeOptions.checkID]).
 type rpcResponse struct {
 	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
 	Result  json.RawMessage `json:"result"`
 	Error   *rpcError       `json:"error"`
 }
 
 // unaryResponse is [rpcResponse] with its result decoded in the same pass.
 type unaryResponse struct {
-	Result *result   `json:"result"`
-	Error  *rpcError `json:"error"`
+	ID     json.RawMessage `json:"id"`
+	Result *result         `json:"result"`
+	Error  *rpcError       `json:"error"`
 }
 
 // rpcError is a JSON-RPC 2.0 error object (A2A JSONRPCError).
@@ -115,6 +118,63 @@ type DecodeOptions struct {
 	Model string
 	// Created is the completion's Unix time in seconds.
 	Created int64
+	// RequestID is the JSON-RPC id the request was sent with, the
+	// [Options.RequestID] given to [Encode] ("1" when empty, as there):
+	// an answer, or a stream event, of another id is not this call's.
+	RequestID string
+}
+
+// requestID is the JSON-RPC id of a request whose RequestID option is id:
+// id itself, "1" when empty ([Options.RequestID], [DecodeOptions.RequestID]).
+func requestID(id string) string {
+	if id == "" {
+		return "1"
+	}
+	return id
+}
+
+// checkID is nil when raw, the JSON value of a response's `id` member (nil
+// when absent), names the request this call sent: a JSON string equal to
+// [DecodeOptions.RequestID] (a number never equals the string sent). A
+// null id is only valid for an error the agent could not tie to a request
+// (https://www.jsonrpc.org/specification#response_object, a -32700 parse
+// error): with isError (the response holds an error object) it is the
+// agent's answer to this call; a null-id result, another id or none is a
+// [faults.UpstreamError] (502, which the fallback rules may act on before
+// content): someone else's answer, neither served nor charged. The cause
+// gives the id's shape and size, not its text.
+func (o DecodeOptions) checkID(raw json.RawMessage, isError bool) *faults.Error {
+	raw = bytes.TrimSpace(raw)
+	want := requestID(o.RequestID)
+	switch {
+	case len(raw) > 0 && raw[0] == '"':
+		var got string
+		if json.Unmarshal(raw, &got) == nil && (got == want || got == sentID(want)) {
+			return nil
+		}
+	case string(raw) == "null" && isError:
+		return nil
+	}
+	shape := "absent"
+	switch {
+	case string(raw) == "null":
+		shape = "null"
+	case len(raw) > 0 && raw[0] == '"':
+		shape = fmt.Sprintf("a string of %d bytes", len(raw)-2)
+	case len(raw) > 0:
+		shape = fmt.Sprintf("a non-string of %d bytes", len(raw))
+	}
+	return faults.Wrap(faults.UpstreamError, fmt.Errorf("a2a JSON-RPC response id %s, not the request's", shape),
+		"upstream "+o.Backend+" answered another JSON-RPC request (its id is not this call's)")
+}
+
+// sentID is id as the agent read it from the request [Encode] wrote with
+// encoding/json (invalid UTF-8 replaced by U+FFFD).
+func sentID(id string) string {
+	b, _ := json.Marshal(id)
+	var s string
+	_ = json.Unmarshal(b, &s)
+	return s
 }
 
 // Decode reads the JSON-RPC body of a 2xx answer to `message/send` as a chat
@@ -131,9 +191,12 @@ type DecodeOptions struct {
 // "invalid_request_error", "code": "a2a_32602"}}; any other code (-32700,
 // -32600: Flexway's own request malformed; -32601, -32603, -32001..-32004,
 // -32006, implementation-defined codes) is [faults.UpstreamError] (502),
-// which the fallback rules may act on, the agent's message kept only in the
-// cause. A
-// task `failed`, `canceled`, `submitted`, `working` or of unknown state is
+// which the fallback rules may act on, the agent's message neither relayed
+// nor logged (the cause keeps the code and the data's size). A response
+// whose id is not o.RequestID's (a null id only passes on an error) is
+// [faults.UpstreamError]: it answers another request. A task `failed`,
+// `canceled`, `submitted`, `working`, `auth-required` without a status
+// message text (no question to relay) or of unknown state is
 // [faults.UpstreamError] (502); `rejected` too, wrapping
 // [backends.ErrRequestCaused] (the agent declined this request: no fallback,
 // no breaker count); a body that is not a JSON-RPC response holding a
@@ -152,6 +215,9 @@ func decode(body []byte, o DecodeOptions, slowOnly bool) (*flexwayv1.ChatComplet
 	var resp unaryResponse
 	if err := json.Unmarshal(body, &resp); err != nil {
 		return nil, faults.Wrap(faults.UpstreamError, err, "upstream "+o.Backend+" sent an unreadable answer")
+	}
+	if err := o.checkID(resp.ID, resp.Error != nil); err != nil {
+		return nil, err
 	}
 	if resp.Error != nil {
 		return nil, rpcFault(o.Backend, resp.Error)
@@ -202,10 +268,11 @@ func answerText(r *result, backend string) (string, string, error) {
 			}
 			return string(b), r.ID, nil
 		case stateInputRequired, stateAuthRequired:
-			if r.Status.Message == nil {
-				return "", r.ID, nil
+			text := joinParts(partsOf(r.Status.Message))
+			if text == "" && st == stateAuthRequired {
+				return "", "", taskError(backend, st, r.Status.Message)
 			}
-			return joinParts(r.Status.Message.Parts), r.ID, nil
+			return text, r.ID, nil
 		default:
 			return "", "", taskError(backend, st, r.Status.Message)
 		}
@@ -226,6 +293,8 @@ func taskError(backend, state string, m *answer) *faults.Error {
 		return faults.Wrap(faults.UpstreamError, cause, "upstream "+backend+" canceled the task")
 	case stateSubmitted, stateWorking:
 		return faults.Wrap(faults.UpstreamError, cause, "upstream "+backend+" answered before the task completed")
+	case stateAuthRequired:
+		return faults.Wrap(faults.UpstreamError, cause, "upstream "+backend+" asked for authentication without saying what it needs")
 	}
 	return faults.Wrap(faults.UpstreamError, cause, "upstream "+backend+" answered a task in an unknown state")
 }
@@ -283,20 +352,21 @@ const (
 //     -32006, and any implementation-defined code) is the backend's:
 //     [faults.UpstreamError] (502), which the fallback rules may act on.
 //
-// The agent's message is only relayed for a 400; elsewhere it is kept, cut
-// to 256 bytes, in the cause for logs only.
+// The agent's message is only relayed to the client, for a 400; it may
+// quote the prompt, so the cause (for logs) keeps only the code and the
+// size of the error's data, as the anthropic and gemini kinds do.
 func rpcFault(backend string, e *rpcError) *faults.Error {
+	cause := fmt.Errorf("a2a JSON-RPC error %d, %d data bytes", e.Code, len(e.Data))
 	switch e.Code {
 	case codeInvalidParams, codeContentTypeNotSupported:
 		return &faults.Error{
 			Reason: faults.UpstreamStatus, Message: "upstream " + backend + " refused the request: " + cut(e.Message, 256),
 			UpstreamHTTPStatus: http.StatusBadRequest, UpstreamContentType: "application/json",
 			UpstreamBody: openaiwire.AppendError(nil, e.Message, "invalid_request_error", "", fmt.Sprintf("a2a_%d", -e.Code)),
-			Err:          fmt.Errorf("a2a JSON-RPC error %d", e.Code),
+			Err:          cause,
 		}
 	}
-	return faults.Wrap(faults.UpstreamError, fmt.Errorf("a2a JSON-RPC error %d: %q", e.Code, cut(e.Message, 256)),
-		fmt.Sprintf("upstream %s answered JSON-RPC error %d", backend, e.Code))
+	return faults.Wrap(faults.UpstreamError, cause, fmt.Sprintf("upstream %s answered JSON-RPC error %d", backend, e.Code))
 }
 
 // DecodeError maps a non-2xx HTTP answer of an agent, status being its

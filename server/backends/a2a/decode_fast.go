@@ -13,7 +13,8 @@ var (
 
 // fastDecode decodes, without reflection, the common 2xx answers of
 // message/send: a Message, or a Task completed (its artifacts' text, else
-// its status message's) or asking for input, all of text (or file) parts.
+// its status message's) or asking for input, all of text (or file) parts,
+// with o.RequestID's id.
 // ok is false for anything else (errors, other states, data parts, a
 // completed task answered only in its history, malformed input), which
 // [Decode] reads with encoding/json to the same result (the fuzz target
@@ -25,7 +26,7 @@ func fastDecode(body []byte, o DecodeOptions) (c *flexwayv1.ChatCompletion, ok b
 	history := false
 	var scan jsonscan.Scanner
 	r := &scan
-	if !fastResult(r, body, func() {
+	if !fastResult(r, body, requestID(o.RequestID), func() {
 		r.Object(func(key []byte) {
 			switch string(key) {
 			case "kind":
@@ -118,7 +119,12 @@ func fastDecode(body []byte, o DecodeOptions) (c *flexwayv1.ChatCompletion, ok b
 			if len(text) == 0 && history {
 				return nil, false
 			}
-		case stateInputRequired, stateAuthRequired:
+		case stateInputRequired:
+			text = statusText
+		case stateAuthRequired:
+			if len(statusText) == 0 {
+				return nil, false // no question to relay: an error
+			}
 			text = statusText
 		default:
 			return nil, false

@@ -9,7 +9,7 @@ import (
 	"github.com/flexway/flexway/server/faults"
 )
 
-var decodeOpts = DecodeOptions{Backend: "agentx", Model: "agentx", Created: 1700000000}
+var decodeOpts = DecodeOptions{Backend: "agentx", Model: "agentx", Created: 1700000000, RequestID: "call-1"}
 
 // TestDecode covers the issue's `a2a` answer bullet: both the Message and
 // the Task shapes, a Task's artifacts as the content, input-required as a
@@ -176,5 +176,115 @@ func TestDecodeFastPath(t *testing.T) {
 	// The completed fixture has a data part: encoding/json reads it.
 	if _, ok := fastDecode(fixture(t, "send_task_completed.json"), decodeOpts); ok {
 		t.Errorf("a data part taken by the fast path")
+	}
+}
+
+// messageResult is a Message result of text "hi", for id tests.
+const messageResult = `"result":{"kind":"message","role":"agent","messageId":"m1","parts":[{"kind":"text","text":"hi"}]}`
+
+// TestDecodeResponseID covers the JSON-RPC 2.0 id rule
+// (https://www.jsonrpc.org/specification#response_object): an answer is
+// served only when its id is the string the request was sent with; a
+// null id is only an error's (the agent's error, mapped as usual); any
+// other id, a number, none or a null-id result is someone else's answer:
+// a 502 the fallback rules may act on. Fast path and encoding/json agree.
+func TestDecodeResponseID(t *testing.T) {
+	for _, tc := range []struct {
+		name, sent, body string
+		status           int    // 0: served
+		message          string // the fault's message
+	}{
+		{"same id", "call-1", `{"jsonrpc":"2.0","id":"call-1",` + messageResult + `}`, 0, ""},
+		{"same id escaped", "call-1", `{"jsonrpc":"2.0","id":"call\u002d1",` + messageResult + `}`, 0, ""},
+		{"default id 1", "", `{"jsonrpc":"2.0","id":"1",` + messageResult + `}`, 0, ""},
+		{"id after the result", "call-1", `{"jsonrpc":"2.0",` + messageResult + `,"id":"call-1"}`, 0, ""},
+		{"invalid UTF-8 sent as U+FFFD", "a\xffb", `{"jsonrpc":"2.0","id":"a\ufffdb",` + messageResult + `}`, 0, ""},
+		{"another id", "call-1", `{"jsonrpc":"2.0","id":"not-yours",` + messageResult + `}`, 502, "upstream agentx answered another JSON-RPC request (its id is not this call's)"},
+		{"number id never equals the string sent", "", `{"jsonrpc":"2.0","id":1,` + messageResult + `}`, 502, "upstream agentx answered another JSON-RPC request (its id is not this call's)"},
+		{"null-id result", "call-1", `{"jsonrpc":"2.0","id":null,` + messageResult + `}`, 502, "upstream agentx answered another JSON-RPC request (its id is not this call's)"},
+		{"no id", "call-1", `{"jsonrpc":"2.0",` + messageResult + `}`, 502, "upstream agentx answered another JSON-RPC request (its id is not this call's)"},
+		{"upper-case ID member is the id", "call-1", `{"jsonrpc":"2.0","ID":"x",` + messageResult + `}`, 502, "upstream agentx answered another JSON-RPC request (its id is not this call's)"},
+		{"another id's error", "call-1", `{"jsonrpc":"2.0","id":"x","error":{"code":-32602,"message":"bad"}}`, 502, "upstream agentx answered another JSON-RPC request (its id is not this call's)"},
+		{"null-id parse error is the agent's", "call-1", `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}`, 502, "upstream agentx answered JSON-RPC error -32700"},
+		{"null-id invalid params is the agent's", "call-1", `{"jsonrpc":"2.0","id":null,"error":{"code":-32602,"message":"bad"}}`, 400, "upstream agentx refused the request: bad"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := decodeOpts
+			o.RequestID = tc.sent
+			for _, slow := range []bool{false, true} {
+				c, err := decode([]byte(tc.body), o, slow)
+				if tc.status == 0 {
+					if err != nil || c.GetChoices()[0].GetMessage().GetText() != "hi" {
+						t.Fatalf("slow %v: %v, %v; want the answer served", slow, c, err)
+					}
+					continue
+				}
+				fe := asFault(t, err)
+				if c != nil || fe.HTTPStatus() != tc.status || fe.Message != tc.message {
+					t.Fatalf("slow %v: %v, %d %q; want %d %q", slow, c, fe.HTTPStatus(), fe.Message, tc.status, tc.message)
+				}
+				if tc.status == 502 && !backends.Unavailable(err) {
+					t.Errorf("slow %v: a 502 the fallback rules may not act on", slow)
+				}
+			}
+		})
+	}
+}
+
+// TestDecodeAuthRequired covers a Task in state auth-required: the
+// agent's status message is its question, a normal answer; without one
+// (no message, or no text in it) there is nothing to answer: a 502, not
+// an empty success charged per call. input-required keeps answering.
+func TestDecodeAuthRequired(t *testing.T) {
+	task := func(status string) string {
+		return `{"jsonrpc":"2.0","id":"call-1","result":{"kind":"task","id":"t1","contextId":"c1","status":` + status + `}}`
+	}
+	for _, tc := range []struct {
+		name, body string
+		content    string // served content, when err is false
+		err        bool
+	}{
+		{"no message", task(`{"state":"auth-required"}`), "", true},
+		{"A2A 1.0 spelling, no message", task(`{"state":"TASK_STATE_AUTH_REQUIRED"}`), "", true},
+		{"message without text", task(`{"state":"auth-required","message":{"role":"agent","messageId":"m","parts":[{"kind":"file","file":{"uri":"https://x/y"}}]}}`), "", true},
+		{"message with empty text", task(`{"state":"auth-required","message":{"role":"agent","messageId":"m","parts":[{"kind":"text","text":""}]}}`), "", true},
+		{"message with text", task(`{"state":"auth-required","message":{"role":"agent","messageId":"m","parts":[{"kind":"text","text":"Sign in at https://x/login"}]}}`), "Sign in at https://x/login", false},
+		{"input-required without message", task(`{"state":"input-required"}`), "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, slow := range []bool{false, true} {
+				c, err := decode([]byte(tc.body), decodeOpts, slow)
+				if !tc.err {
+					if err != nil || c.GetChoices()[0].GetMessage().GetText() != tc.content {
+						t.Fatalf("slow %v: %v, %v; want content %q", slow, c, err, tc.content)
+					}
+					continue
+				}
+				fe := asFault(t, err)
+				if c != nil || fe.Reason != faults.UpstreamError || !backends.Unavailable(err) ||
+					fe.Message != "upstream agentx asked for authentication without saying what it needs" {
+					t.Fatalf("slow %v: %v, %s %q; want a 502 the fallback may act on", slow, c, fe.Reason, fe.Message)
+				}
+			}
+		})
+	}
+}
+
+// TestDecodeRPCErrorCause covers the logged cause of a JSON-RPC error
+// object: its code and the size of its data, never its message (the
+// agent's text may quote the prompt); the 400's body still relays it.
+func TestDecodeRPCErrorCause(t *testing.T) {
+	for _, tc := range []struct{ body, cause string }{
+		{`{"jsonrpc":"2.0","id":"call-1","error":{"code":-32603,"message":"cannot plan a trip to SECRET-PROMPT"}}`, "a2a JSON-RPC error -32603, 0 data bytes"},
+		{`{"jsonrpc":"2.0","id":null,"error":{"code":-32001,"message":"SECRET-PROMPT","data":{"q":"SECRET-PROMPT"}}}`, "a2a JSON-RPC error -32001, 21 data bytes"},
+		{`{"jsonrpc":"2.0","id":"call-1","error":{"code":-32602,"message":"SECRET-PROMPT is not a part"}}`, "a2a JSON-RPC error -32602, 0 data bytes"},
+	} {
+		fe := asFault(t, func() error { _, err := Decode([]byte(tc.body), decodeOpts); return err }())
+		if fe.Err == nil || fe.Err.Error() != tc.cause {
+			t.Errorf("%s: cause %v, want %q", tc.body, fe.Err, tc.cause)
+		}
+		if fe.Reason == faults.UpstreamStatus {
+			checkEnvelope(t, fe, "invalid_request_error", "SECRET-PROMPT is not a part")
+		}
 	}
 }

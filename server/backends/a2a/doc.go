@@ -31,8 +31,11 @@
 // message, else of the last agent message of its history); `input-required`
 // and `auth-required` → a normal answer whose content is the agent's
 // question (its status message), finish_reason "stop"; `failed`, `rejected`,
-// `canceled`, a task still `submitted`/`working`, or `unknown` → a
-// [faults.UpstreamError] (502). An agent reports no tokens: the decoded
+// `canceled`, a task still `submitted`/`working`, `auth-required` with no
+// status message text (no question to relay), or `unknown` → a
+// [faults.UpstreamError] (502). Only an answer (or stream event) carrying
+// the request's JSON-RPC id is read; another id, none, or a null id on a
+// result is a [faults.UpstreamError] ([DecodeOptions.RequestID]). An agent reports no tokens: the decoded
 // usage is always nil and the caller estimates it. Text parts are joined
 // with "\n", a data part is written as its JSON text, file parts are not
 // content.
@@ -42,7 +45,8 @@
 // [DecodeError] maps a non-2xx HTTP answer (401/403 → Flexway's own
 // credentials refused, 429 and other 4xx relayed in the OpenAI envelope,
 // 5xx/529/garbage → 502); [Decode] and [StreamDecoder.Feed] map JSON-RPC
-// error objects and task states. All are *faults.Error with the core's
+// error objects and task states; a JSON-RPC error's message is never
+// logged (the cause keeps its code and the data's size). All are *faults.Error with the core's
 // reasons, so the shared upstream path's fallback and breaker rules
 // ([backends.Unavailable]) apply unchanged.
 //

@@ -162,10 +162,7 @@ func Encode(req *flexwayv1.CreateChatCompletionRequest, model string, opts Optio
 		return nil, nil, &faults.Error{Reason: faults.InvalidRequest, Param: "messages",
 			Message: "the request holds no text or image to send to the A2A agent"}
 	}
-	id := opts.RequestID
-	if id == "" {
-		id = "1"
-	}
+	id := requestID(opts.RequestID)
 	r := rpcRequest{JSONRPC: "2.0", ID: id, Method: MethodSend, Params: sendParams{
 		Message:       message{Kind: "message", MessageID: id + "-msg", Role: "user", Parts: parts},
 		Configuration: &configuration{AcceptedOutputModes: acceptedOutputModes},

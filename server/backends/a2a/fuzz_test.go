@@ -23,10 +23,14 @@ func FuzzA2AStream(f *testing.F) {
 		}
 		f.Add(b)
 	}
-	f.Add([]byte("data: {\"result\":{\"kind\":\"task\",\"status\":{\"state\":\"TASK_STATE_COMPLETED\"},\"artifacts\":[{\"parts\":[{\"text\":\"x\"}]}]}}\n\n"))
-	f.Add([]byte("data: {\"error\":null,\"result\":null}\n\n"))
-	f.Add([]byte(`data: {"result":{"kind":"artifact-update","taskId":"t","artifact":{"artifactId":"a","parts":[{"kind":"text","text":"a\n\u00e9\ud83d\ude00\"\\/"},{"text":"x","kind":"text"},{"kind":"file","file":{}}]},"append":true}}` + "\n\n"))
-	f.Add([]byte(`data: {"result":{"kind":"artifact-update","metadata":{"a" 1},"artifact":{"artifactId":"a","parts":[{"kind":"text","text":"\x"}]}}}` + "\n\n"))
+	f.Add([]byte("data: {\"id\":\"call-1\",\"result\":{\"kind\":\"task\",\"status\":{\"state\":\"TASK_STATE_COMPLETED\"},\"artifacts\":[{\"parts\":[{\"text\":\"x\"}]}]}}\n\n"))
+	f.Add([]byte("data: {\"id\":\"call-1\",\"error\":null,\"result\":null}\n\n"))
+	f.Add([]byte(`data: {"id":"call-1","result":{"kind":"artifact-update","taskId":"t","artifact":{"artifactId":"a","parts":[{"kind":"text","text":"a\n\u00e9\ud83d\ude00\"\\/"},{"text":"x","kind":"text"},{"kind":"file","file":{}}]},"append":true}}` + "\n\n"))
+	f.Add([]byte(`data: {"id":"call-1","result":{"kind":"artifact-update","metadata":{"a" 1},"artifact":{"artifactId":"a","parts":[{"kind":"text","text":"\x"}]}}}` + "\n\n"))
+	// Every event of a real answer carries the request's id (decodeOpts'):
+	// without it the fast path is never taken.
+	f.Add([]byte(`data: {"id":"call-1","result":{"kind":"status-update","taskId":"t","status":{"state":"auth-required"},"final":true}}` + "\n\n"))
+	f.Add([]byte(`data: {"id":null,"error":{"code":-32700,"message":"m","data":[1]}}` + "\n\n"))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		r := replay(bytes.NewReader(body))
 		if r.err == nil && r.end != "done" {
@@ -62,5 +66,7 @@ func FuzzA2ADecode(f *testing.F) {
 		}
 		f.Add(b)
 	}
+	f.Add([]byte(`{"id":"call-1","ID":"x","result":{"kind":"message","parts":[]}}`))
+	f.Add([]byte(`{"id":"call-1","result":{"kind":"task","id":"t","status":{"state":"auth-required","message":{"parts":[{"kind":"file","file":{}}]}}}}`))
 	f.Fuzz(func(t *testing.T, body []byte) { sameDecode(t, body) })
 }

@@ -32,15 +32,17 @@ func (w Wire) Chat(req *flexwayv1.CreateChatCompletionRequest, c backends.WireCa
 	return backends.WireRequest{Body: body, Dropped: dropped}, nil
 }
 
-// DecodeChat implements [backends.Wire.DecodeChat] with [Decode].
+// DecodeChat implements [backends.Wire.DecodeChat] with [Decode], the
+// call's request id (the JSON-RPC id [Wire.Chat] sent) as the id the
+// answer must carry.
 func (w Wire) DecodeChat(body []byte, c backends.WireCall) (*flexwayv1.ChatCompletion, error) {
-	return Decode(body, DecodeOptions{Backend: w.Backend, Model: c.Model, Created: c.Created})
+	return Decode(body, DecodeOptions{Backend: w.Backend, Model: c.Model, Created: c.Created, RequestID: c.RequestID})
 }
 
 // NewChatStream implements [backends.Wire.NewChatStream] with
-// [StreamDecoder].
+// [StreamDecoder], every event checked against the call's request id.
 func (w Wire) NewChatStream(c backends.WireCall) backends.WireStream {
-	return wireStream{NewStreamDecoder(DecodeOptions{Backend: w.Backend, Model: c.Model, Created: c.Created})}
+	return wireStream{NewStreamDecoder(DecodeOptions{Backend: w.Backend, Model: c.Model, Created: c.Created, RequestID: c.RequestID})}
 }
 
 // DecodeError implements [backends.Wire.DecodeError] with [DecodeError].

@@ -29,8 +29,13 @@ import (
 //     messages are not the answer); `completed` (its status message's text
 //     when no content came before), `input-required` and `auth-required`
 //     (the agent's question) give the last chunk with finish_reason "stop";
-//     `failed`, `rejected`, `canceled` and unknown states are errors as in
-//     [Decode]; a `final` event ends the stream.
+//     `failed`, `rejected`, `canceled`, `auth-required` without a status
+//     message text and unknown states are errors as in [Decode]; a `final`
+//     event ends the stream.
+//
+// Every event must carry the request's JSON-RPC id
+// ([DecodeOptions.RequestID]; null only on an error object), else it is
+// a [faults.UpstreamError].
 //
 // Every chunk has choices[0].index 0, object "chat.completion.chunk", id
 // "a2a-" + the task (or message) id, and the decoder's model and created;
@@ -52,6 +57,7 @@ type StreamDecoder struct {
 
 // NewStreamDecoder returns the decoder of one call's stream.
 func NewStreamDecoder(o DecodeOptions) *StreamDecoder {
+	o.RequestID = requestID(o.RequestID)
 	return &StreamDecoder{o: o}
 }
 
@@ -68,8 +74,11 @@ func (d *StreamDecoder) ContentSent() bool { return d.content }
 // returns the chunk it yields, or nil for an event that yields none. It
 // returns io.EOF once the stream is done (the event that ends it returns
 // its chunk first). Errors are *faults.Error: a JSON-RPC error object, or
-// an event named "error", maps as in [Decode]; a failed,
-// rejected or canceled task as in [Decode]; unreadable data is [faults.UpstreamError].
+// an event named "error", maps as in [Decode]; an event whose id is not the
+// request's as in [Decode] (every event answers the one message/stream
+// request); a failed, rejected or canceled task, or auth-required without
+// a status message text, as in [Decode]; unreadable data is
+// [faults.UpstreamError].
 // After an error the decoder must not be fed again.
 func (d *StreamDecoder) Feed(event, data []byte) (*flexwayv1.ChatCompletionChunk, error) {
 	if d.done {
@@ -85,10 +94,16 @@ func (d *StreamDecoder) Feed(event, data []byte) (*flexwayv1.ChatCompletionChunk
 		return nil, faults.Wrap(faults.UpstreamError, err, "upstream "+d.o.Backend+" sent an unreadable stream event")
 	}
 	if d.resp.Error != nil {
+		if err := d.o.checkID(d.resp.ID, true); err != nil {
+			return nil, err
+		}
 		return nil, rpcFault(d.o.Backend, d.resp.Error)
 	}
 	if string(event) == "error" {
 		return nil, faults.New(faults.UpstreamError, "upstream %s reported an error in its stream", d.o.Backend)
+	}
+	if err := d.o.checkID(d.resp.ID, false); err != nil {
+		return nil, err
 	}
 	d.res = result{}
 	if len(d.resp.Result) == 0 || json.Unmarshal(d.resp.Result, &d.res) != nil {
@@ -160,6 +175,9 @@ func (d *StreamDecoder) status(st *status, final bool) (*flexwayv1.ChatCompletio
 		return d.last(text), nil
 	case stateInputRequired, stateAuthRequired:
 		text := joinParts(partsOf(st.Message))
+		if text == "" && s == stateAuthRequired {
+			return nil, taskError(d.o.Backend, s, st.Message)
+		}
 		if d.content && text != "" {
 			text = "\n" + text
 		}
@@ -225,7 +243,7 @@ func (d *StreamDecoder) chunk(text string, last bool) *flexwayv1.ChatCompletionC
 // fast path does not read exactly by its name, but which matches one of
 // these, is left to encoding/json.
 var (
-	responseFields = []string{"jsonrpc", "result", "error"}
+	responseFields = []string{"jsonrpc", "id", "result", "error"}
 	resultFields   = []string{"kind", "messageId", "role", "parts", "id", "status", "artifacts", "history", "taskId", "final", "artifact", "append", "lastChunk"}
 	artifactFields = []string{"artifactId", "parts"}
 	partFields     = []string{"kind", "text", "data"}
@@ -262,7 +280,7 @@ func (d *StreamDecoder) fastArtifact(data []byte) (c *flexwayv1.ChatCompletionCh
 	var appendFlag, seenKind, seenTask, seenAppend, seenLast, seenArt bool
 	d.buf = d.buf[:0]
 	r := &d.scan
-	ok = fastResult(r, data, func() {
+	ok = fastResult(r, data, d.o.RequestID, func() {
 		r.Object(func(key []byte) {
 			switch string(key) {
 			case "kind":
@@ -320,13 +338,19 @@ func (d *StreamDecoder) fastArtifact(data []byte) (c *flexwayv1.ChatCompletionCh
 
 // fastResult reads a JSON-RPC response with s, without reflection,
 // calling result with s at its result, which result must consume; ok is
-// false unless it has a result and a null or absent error and everything
-// read well, the rest being left to encoding/json.
-func fastResult(s *jsonscan.Scanner, data []byte, result func()) (ok bool) {
+// false unless it has a result, a null or absent error, the id want (a
+// string without escapes) and everything read well, the rest being left
+// to encoding/json.
+func fastResult(s *jsonscan.Scanner, data []byte, want string, result func()) (ok bool) {
 	s.Reset(data)
-	var seenRes, seenErr, seenRPC bool
+	var seenRes, seenErr, seenRPC, seenID bool
 	s.Object(func(key []byte) {
 		switch string(key) {
+		case "id":
+			once(s, &seenID)
+			if string(strNoEscape(s)) != want {
+				s.Fail()
+			}
 		case "result":
 			once(s, &seenRes)
 			if s.Peek() == 'n' {
@@ -348,7 +372,7 @@ func fastResult(s *jsonscan.Scanner, data []byte, result func()) (ok bool) {
 			other(s, key, responseFields)
 		}
 	})
-	return s.Done() && seenRes
+	return s.Done() && seenRes && seenID
 }
 
 // fastParts reads a parts array, appending the text of its text parts to

@@ -150,8 +150,74 @@ func TestStream(t *testing.T) {
 // the call's own (no fallback, no breaker count).
 func TestStreamRejected(t *testing.T) {
 	d := NewStreamDecoder(decodeOpts)
-	_, err := d.Feed(nil, []byte(`{"jsonrpc":"2.0","id":"1","result":{"taskId":"t","contextId":"c","kind":"status-update","status":{"state":"rejected"},"final":true}}`))
+	_, err := d.Feed(nil, []byte(`{"jsonrpc":"2.0","id":"call-1","result":{"taskId":"t","contextId":"c","kind":"status-update","status":{"state":"rejected"},"final":true}}`))
 	if fe := asFault(t, err); fe.HTTPStatus() != 502 || !errors.Is(err, backends.ErrRequestCaused) {
 		t.Fatalf("got %v (%d)", err, fe.HTTPStatus())
+	}
+}
+
+// TestStreamEvents covers, event by event (each replayed with and without
+// the fast path), the rules every event of a message/stream answer
+// follows: its JSON-RPC id is the request's (a null id only on an error
+// object, which is the agent's); auth-required without a status message
+// text is an error, not an empty answer; and a JSON-RPC error's cause
+// keeps its code and data size, never its message.
+func TestStreamEvents(t *testing.T) {
+	const (
+		artifact = `data: {"jsonrpc":"2.0","id":"call-1","result":{"taskId":"t","kind":"artifact-update","artifact":{"artifactId":"a","parts":[{"kind":"text","text":"Part"}]}}}` + "\n\n"
+		done     = `data: {"jsonrpc":"2.0","id":"call-1","result":{"taskId":"t","kind":"status-update","status":{"state":"completed"},"final":true}}` + "\n\n"
+		chunk    = `a2a-t chat.completion.chunk idx=0 role="assistant" content="Part" finish="" usage=false`
+		last     = `a2a-t chat.completion.chunk idx=0 role="" content="" finish="stop" usage=false`
+		other    = "upstream_error: upstream agentx answered another JSON-RPC request (its id is not this call's)"
+		authErr  = "upstream_error: upstream agentx asked for authentication without saying what it needs"
+	)
+	event := func(id, result string) string {
+		return `data: {"jsonrpc":"2.0","id":` + id + `,` + result + `}` + "\n\n"
+	}
+	artifactOf := func(id string) string {
+		return event(id, `"result":{"taskId":"t","kind":"artifact-update","artifact":{"artifactId":"a","parts":[{"kind":"text","text":"Part"}]}}`)
+	}
+	status := func(st string) string {
+		return event(`"call-1"`, `"result":{"taskId":"t","kind":"status-update","status":`+st+`,"final":true}`)
+	}
+	for _, tc := range []struct {
+		name, body  string
+		chunks      []string
+		end         string
+		contentSent bool
+		cause       string // the error's cause, when not empty
+	}{
+		{"ids match", artifact + done, []string{chunk, last}, "done", true, ""},
+		{"first event of another id", artifactOf(`"not-yours"`) + done, nil, other, false, "a2a JSON-RPC response id a string of 9 bytes, not the request's"},
+		{"later event of another id", artifact + artifactOf(`"x"`) + done, []string{chunk}, other, true, ""},
+		{"number id", artifactOf(`1`) + done, nil, other, false, "a2a JSON-RPC response id a non-string of 1 bytes, not the request's"},
+		{"null-id result", artifactOf(`null`) + done, nil, other, false, "a2a JSON-RPC response id null, not the request's"},
+		{"no id", `data: {"jsonrpc":"2.0","result":{"kind":"message","messageId":"m","parts":[{"kind":"text","text":"hi"}]}}` + "\n\n", nil, other, false, "a2a JSON-RPC response id absent, not the request's"},
+		{"final status of another id", artifact + strings.Replace(done, `"call-1"`, `"x"`, 1), []string{chunk}, other, true, ""},
+		{"null-id error is the agent's", event(`null`, `"error":{"code":-32603,"message":"no trip to SECRET-PROMPT","data":"x"}`), nil,
+			"upstream_error: upstream agentx answered JSON-RPC error -32603", false, "a2a JSON-RPC error -32603, 3 data bytes"},
+		{"another id's error", event(`"x"`, `"error":{"code":-32603,"message":"SECRET-PROMPT"}`), nil, other, false, ""},
+		{"auth-required without message", status(`{"state":"auth-required"}`), nil, authErr, false, `a2a task state "auth-required", status message of 0 bytes`},
+		{"auth-required after content", artifact + status(`{"state":"auth-required"}`), []string{chunk}, authErr, true, ""},
+		{"auth-required task without message", event(`"call-1"`, `"result":{"kind":"task","id":"t","status":{"state":"auth-required"}}`), nil, authErr, false, ""},
+		{"auth-required with its question", status(`{"state":"auth-required","message":{"role":"agent","messageId":"m","parts":[{"kind":"text","text":"Sign in"}]}}`),
+			[]string{`a2a-t chat.completion.chunk idx=0 role="assistant" content="Sign in" finish="stop" usage=false`}, "done", true, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, slow := range []bool{false, true} {
+				got := replayWith(strings.NewReader(tc.body), slow)
+				if !slices.Equal(got.chunks, tc.chunks) || got.end != tc.end || got.contentSent != tc.contentSent {
+					t.Fatalf("slow %v: got %q end %q content %v; want %q end %q content %v", slow, got.chunks, got.end, got.contentSent, tc.chunks, tc.end, tc.contentSent)
+				}
+				if got.err != nil && !backends.Unavailable(got.err) {
+					t.Errorf("slow %v: an error the fallback rules may not act on", slow)
+				}
+				if tc.cause != "" {
+					if fe := faults.As(got.err); fe.Err == nil || fe.Err.Error() != tc.cause {
+						t.Errorf("slow %v: cause %v, want %q", slow, fe.Err, tc.cause)
+					}
+				}
+			}
+		})
 	}
 }
