@@ -27,11 +27,19 @@ func wireFixture(t testing.TB, kind, name string) string {
 
 // wireUpstream is a fake provider replaying recorded bytes: stream for a
 // call that asks to stream (Anthropic's "stream": true, Gemini's
-// :streamGenerateContent, A2A's message/stream), unary otherwise.
+// :streamGenerateContent, A2A's message/stream), unary otherwise. An A2A
+// answer, recorded as the answer to id "call-1", answers the request's
+// own JSON-RPC id, as an agent does.
 func wireUpstream(t testing.TB, kind, unary, stream string) *fakeUpstream {
 	return newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		var body map[string]any
 		_ = json.NewDecoder(r.Body).Decode(&body)
+		unary, stream := unary, stream
+		if id, ok := body["id"].(string); ok && kind == "a2a" {
+			quoted, _ := json.Marshal(id)
+			unary = strings.ReplaceAll(unary, `"id":"call-1"`, `"id":`+string(quoted))
+			stream = strings.ReplaceAll(stream, `"id":"call-1"`, `"id":`+string(quoted))
+		}
 		streamed := body["stream"] == true || strings.HasSuffix(r.URL.Path, ":streamGenerateContent") || body["method"] == "message/stream"
 		if streamed {
 			w.Header().Set("Content-Type", "text/event-stream")

@@ -220,7 +220,9 @@ func TestGeminiEmbeddings(t *testing.T) {
 }
 
 func TestA2AOverTheSharedPath(t *testing.T) {
-	u := wireUpstream(t, 200, "text/event-stream", fixture(t, "a2a", "stream_artifacts.sse"))
+	// Recorded as the answer to id "call-1"; a call without a request id
+	// sends "1".
+	u := wireUpstream(t, 200, "text/event-stream", bytes.ReplaceAll(fixture(t, "a2a", "stream_artifacts.sse"), []byte(`"id":"call-1"`), []byte(`"id":"1"`)))
 	b := newWireBackend(t, u, "/a2a", a2a.Wire{Backend: "w"}, nil)
 	s, _, err := b.StreamChatCompletion(context.Background(), chatReq("agentx"))
 	if err != nil {
