@@ -132,7 +132,7 @@ func TestRest(t *testing.T) {
 	}
 	// A shorter rest does not shorten a longer one.
 	p.Rest(1, now.Add(time.Second))
-	if p.States(now.Add(2*time.Second))[1].State != credentials.StateResting {
+	if p.States(now.Add(2 * time.Second))[1].State != credentials.StateResting {
 		t.Fatal("a shorter rest replaced a longer one")
 	}
 }
