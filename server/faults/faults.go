@@ -93,7 +93,7 @@ var reasonTable = map[Reason]reasonInfo{
 	BudgetExceeded:               {codes.ResourceExhausted, http.StatusTooManyRequests, "insufficient_quota"},
 	SensitiveNoInternalBackend:   {codes.PermissionDenied, http.StatusForbidden, "permission_error"},
 	UnknownTenant:                {codes.PermissionDenied, http.StatusForbidden, "permission_error"},
-	RateLimited:                  {codes.ResourceExhausted, http.StatusTooManyRequests, "rate_limit_error"},
+	RateLimited:                  {codes.ResourceExhausted, http.StatusTooManyRequests, "requests"},
 	UpstreamError:                {codes.Unavailable, http.StatusBadGateway, "server_error"},
 	UpstreamCredentialsExhausted: {codes.Unavailable, http.StatusBadGateway, "server_error"},
 	NoBackendAvailable:           {codes.Unavailable, http.StatusServiceUnavailable, "server_error"},

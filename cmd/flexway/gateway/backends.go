@@ -134,18 +134,19 @@ func buildBackends(cfg *config.Config, log *slog.Logger) (map[string]backends.Ba
 		if b.Kind == config.KindGRPC {
 			continue
 		}
-		auth := upstream.Auth{Type: string(b.Auth.Type), Header: b.Auth.Name, TokenFile: b.Auth.Path}
-		if !b.Auth.Secret.IsZero() {
-			v, err := b.Auth.Secret.Resolve()
-			if err != nil {
-				return nil, nil, fmt.Errorf("ai.backends.%s.auth.secret: %w", name, err)
-			}
-			auth.Secret = v
+		auth, err := upstreamAuth(fmt.Sprintf("ai.backends.%s.auth", name), b.Auth)
+		if err != nil {
+			return nil, nil, err
+		}
+		creds, err := upstreamCredentials(name, b.Credentials)
+		if err != nil {
+			return nil, nil, err
 		}
 		o := upstream.Options{
 			Name:         name,
 			URL:          b.URL,
 			Auth:         auth,
+			Credentials:  creds,
 			TLS:          upstream.TLS{CAFile: b.TLS.CAFile, CertFile: b.TLS.CertFile, KeyFile: b.TLS.KeyFile},
 			Models:       b.Models,
 			DefaultModel: b.DefaultModel,
@@ -177,4 +178,35 @@ func buildBackends(cfg *config.Config, log *slog.Logger) (map[string]backends.Ba
 		models[name] = b.Models
 	}
 	return bs, models, nil
+}
+
+// upstreamAuth is a's upstream form, its secret resolved; path is its key
+// path, for errors.
+func upstreamAuth(path string, a config.Auth) (upstream.Auth, error) {
+	auth := upstream.Auth{Type: string(a.Type), Header: a.Name, TokenFile: a.Path}
+	if !a.Secret.IsZero() {
+		v, err := a.Secret.Resolve()
+		if err != nil {
+			return upstream.Auth{}, fmt.Errorf("%s.secret: %w", path, err)
+		}
+		auth.Secret = v
+	}
+	return auth, nil
+}
+
+// upstreamCredentials is the pool of ai.backends.NAME.credentials, its
+// secrets resolved; nil when the backend has none.
+func upstreamCredentials(name string, c *config.Credentials) (*upstream.Credentials, error) {
+	if c == nil {
+		return nil, nil
+	}
+	out := &upstream.Credentials{Strategy: string(c.Strategy), Keys: make([]upstream.CredentialKey, len(c.Keys))}
+	for i, k := range c.Keys {
+		auth, err := upstreamAuth(fmt.Sprintf("ai.backends.%s.credentials.keys[%d].auth", name, i), k.Auth)
+		if err != nil {
+			return nil, err
+		}
+		out.Keys[i] = upstream.CredentialKey{Name: k.Name, Auth: auth, Weight: k.Weight}
+	}
+	return out, nil
 }
