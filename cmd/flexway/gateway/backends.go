@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
 	"github.com/flexway/flexway/server/backends"
@@ -35,7 +36,10 @@ func withBreakers(cfg *config.Config, bs map[string]backends.Backend, onChange f
 // proxied) reports its circuit as closed. A backend's external is the one
 // routing applies, read from routes (see [routing.External]: a relay
 // without identity_headers.sensitive is external whatever it declares).
-func backendStates(cfg *config.Config, routes *routing.Table, bs map[string]backends.Backend) []*flexwayv1.BackendState {
+// A backend in pools also reports each key of its credential pool, name
+// and state, never value.
+func backendStates(cfg *config.Config, routes *routing.Table, bs map[string]backends.Backend, pools map[string]*upstream.Backend) []*flexwayv1.BackendState {
+	now := time.Now()
 	out := make([]*flexwayv1.BackendState, 0, len(cfg.AI.Backends))
 	for name, b := range cfg.AI.Backends {
 		st := &flexwayv1.BackendState{Name: name, Kind: string(b.Kind), External: routes.Backends[name].External, Circuit: breaker.Closed}
@@ -46,7 +50,24 @@ func backendStates(cfg *config.Config, routes *routing.Table, bs map[string]back
 		if w, ok := bs[name].(*breaker.Backend); ok {
 			st.Circuit = w.State()
 		}
+		if p, ok := pools[name]; ok {
+			for _, k := range p.Credentials(now) {
+				st.Credentials = append(st.Credentials, &flexwayv1.CredentialState{Name: k.Name, State: k.String()})
+			}
+		}
 		out = append(out, st)
+	}
+	return out
+}
+
+// credentialPools returns the backends of bs that hold a credential pool,
+// before the breakers wrap them, for [backendStates].
+func credentialPools(bs map[string]backends.Backend) map[string]*upstream.Backend {
+	out := map[string]*upstream.Backend{}
+	for name, b := range bs {
+		if ub, ok := b.(*upstream.Backend); ok && ub.Credentials(time.Time{}) != nil {
+			out[name] = ub
+		}
 	}
 	return out
 }

@@ -49,6 +49,7 @@ func (g *Gateway) build(o Options) error {
 	// Checked before the breakers wrap the backends: a breaker.Backend
 	// has no CheckChat of its own, and the check sends nothing.
 	check := checkChat(bs)
+	pools := credentialPools(bs)
 	withBreakers(cfg, bs, nil)
 	maxMsg := int(cfg.AI.Vision.MaxBodyBytes) + 1<<20
 	if g.proxy, err = buildProxy(cfg, maxMsg); err != nil {
@@ -108,7 +109,7 @@ func (g *Gateway) build(o Options) error {
 	core.Register(gs)
 	core.Register(g.inproc)
 	if led != nil {
-		as := admin.New(led, accts, func() []*flexwayv1.BackendState { return backendStates(cfg, routes, bs) })
+		as := admin.New(led, accts, func() []*flexwayv1.BackendState { return backendStates(cfg, routes, bs, pools) })
 		flexwayv1.RegisterAdminServiceServer(gs, as)
 		flexwayv1.RegisterAdminServiceServer(g.inproc, as)
 	}
