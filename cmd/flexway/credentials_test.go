@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -174,6 +175,21 @@ func TestCredentialPool429(t *testing.T) {
 		if strings.Contains(log.String(), s) {
 			t.Fatalf("the log holds a key's value %s", s)
 		}
+	}
+	// Attempts per key: a refused twice (429), b served once then refused.
+	mresp := send(t, g, "GET", "/metrics", nil, map[string]string{"Authorization": ""})
+	metrics, _ := io.ReadAll(mresp.Body)
+	for _, want := range []string{
+		`flexway_upstream_credential_calls_total{backend="main",credential="a",outcome="rate_limited"} 1`,
+		`flexway_upstream_credential_calls_total{backend="main",credential="b",outcome="served"} 1`,
+		`flexway_upstream_credential_calls_total{backend="main",credential="b",outcome="rate_limited"} 1`,
+	} {
+		if !strings.Contains(string(metrics), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if strings.Contains(string(metrics), "pool-secret") {
+		t.Error("a key's value reached /metrics")
 	}
 }
 

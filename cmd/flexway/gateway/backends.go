@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
@@ -20,6 +21,7 @@ import (
 	"github.com/flexway/flexway/server/grpcproxy"
 	"github.com/flexway/flexway/server/metering"
 	"github.com/flexway/flexway/server/routing"
+	"github.com/flexway/flexway/server/telemetry"
 )
 
 // withBreakers puts each backend behind its circuit breaker
@@ -142,7 +144,8 @@ func proxiedMetering(p *grpcproxy.Proxy) (func(string) (metering.Proxied, bool),
 // ([backends.Wire]) over the same upstream path. kind: grpc backends are
 // proxied, not built here. log receives each backend's once-per-field
 // notice of request fields its wire format dropped.
-func buildBackends(cfg *config.Config, log *slog.Logger) (map[string]backends.Backend, map[string][]string, error) {
+// A pooled key's attempts are counted by meter.
+func buildBackends(cfg *config.Config, log *slog.Logger, meter *credentialMeter) (map[string]backends.Backend, map[string][]string, error) {
 	bs := map[string]backends.Backend{}
 	models := map[string][]string{}
 	names := make([]string, 0, len(cfg.AI.Backends))
@@ -164,17 +167,18 @@ func buildBackends(cfg *config.Config, log *slog.Logger) (map[string]backends.Ba
 			return nil, nil, err
 		}
 		o := upstream.Options{
-			Name:         name,
-			URL:          b.URL,
-			Auth:         auth,
-			Credentials:  creds,
-			TLS:          upstream.TLS{CAFile: b.TLS.CAFile, CertFile: b.TLS.CertFile, KeyFile: b.TLS.KeyFile},
-			Models:       b.Models,
-			DefaultModel: b.DefaultModel,
-			Timeout:      b.Timeout.Std(),
-			IdleTimeout:  b.IdleTimeout.Std(),
-			MeteredBy:    string(b.Metering),
-			Log:          log,
+			Name:          name,
+			URL:           b.URL,
+			Auth:          auth,
+			Credentials:   creds,
+			CredentialUse: meter.hook(name),
+			TLS:           upstream.TLS{CAFile: b.TLS.CAFile, CertFile: b.TLS.CertFile, KeyFile: b.TLS.KeyFile},
+			Models:        b.Models,
+			DefaultModel:  b.DefaultModel,
+			Timeout:       b.Timeout.Std(),
+			IdleTimeout:   b.IdleTimeout.Std(),
+			MeteredBy:     string(b.Metering),
+			Log:           log,
 		}
 		switch b.Kind {
 		case config.KindRelay:
@@ -230,4 +234,20 @@ func upstreamCredentials(name string, c *config.Credentials) (*upstream.Credenti
 		out.Keys[i] = upstream.CredentialKey{Name: k.Name, Auth: auth, Weight: k.Weight}
 	}
 	return out, nil
+}
+
+// credentialMeter counts the attempts of pooled keys
+// (flexway.upstream.credential.calls) once the metrics exist: the backends
+// are built before them.
+type credentialMeter struct {
+	m atomic.Pointer[telemetry.Metrics]
+}
+
+// hook is backend's [upstream.Options.CredentialUse].
+func (c *credentialMeter) hook(backend string) func(credential, outcome string) {
+	return func(credential, outcome string) {
+		if m := c.m.Load(); m != nil {
+			m.CredentialUsed(backend, credential, outcome)
+		}
+	}
 }

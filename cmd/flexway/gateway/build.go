@@ -42,7 +42,8 @@ import (
 // (either may be nil: the gateway then meters, or audits, nothing).
 func (g *Gateway) build(o Options) error {
 	cfg, log, led := g.cfg, g.log, g.led
-	bs, models, err := buildBackends(cfg, log)
+	credMeter := &credentialMeter{}
+	bs, models, err := buildBackends(cfg, log, credMeter)
 	if err != nil {
 		return err
 	}
@@ -58,6 +59,7 @@ func (g *Gateway) build(o Options) error {
 	if g.metrics, err = newMetrics(cfg, g.proxy); err != nil {
 		return fmt.Errorf("telemetry: %w", err)
 	}
+	credMeter.m.Store(g.metrics)
 	tp, stopTracing, err := newTracing(cfg, o.SpanExporter, g.version)
 	if err != nil {
 		return err
