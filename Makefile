@@ -73,7 +73,7 @@ run: build
 	@started=""; \
 	trap 'for s in $$started; do kill $${s%%:*} 2>/dev/null; done' EXIT INT TERM; \
 	for w in $(SAMPLE_WIRES); do \
-		bin/flexway-sample --wire $${w%%:*} --listen 127.0.0.1:$${w#*:} & started="$$started $$!:$$w"; \
+		bin/flexway-sample --wire $${w%%:*} --listen 127.0.0.1:$${w#*:} --rate-limit-key sample-key-2 & started="$$started $$!:$$w"; \
 	done; \
 	sleep 0.5; \
 	for s in $$started; do \

@@ -120,6 +120,8 @@ func parseFlags(args []string, stderr io.Writer) (string, options, error) {
 	chunks := fs.Int("chunks", def.chunks, "number of content chunks a streamed answer is split into")
 	bearer := fs.String("require-bearer", "", "when set, require \"Authorization: Bearer TOKEN\" on every request (openai and a2a wires)")
 	key := fs.String("require-key", "", "when set, require this API key as x-api-key (anthropic wire) or x-goog-api-key (gemini wire)")
+	rlKey := fs.String("rate-limit-key", "", "when set, answer 429 with Retry-After to every request bearing this API key (as bearer, x-api-key or x-goog-api-key), to show a credential pool resting one key")
+	rlRetry := fs.Int("rate-limit-retry-after", 30, "the Retry-After, in seconds, of --rate-limit-key's 429")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return "", options{}, err
@@ -132,13 +134,15 @@ func parseFlags(args []string, stderr io.Writer) (string, options, error) {
 		modelList = strings.Join(defaultModels(*wire), ",")
 	}
 	opts := options{
-		wire:          *wire,
-		requireKey:    *key,
-		name:          strings.TrimSpace(*name),
-		models:        splitModels(modelList),
-		chunkDelay:    *chunkDelay,
-		chunks:        *chunks,
-		requireBearer: *bearer,
+		wire:                *wire,
+		requireKey:          *key,
+		name:                strings.TrimSpace(*name),
+		models:              splitModels(modelList),
+		chunkDelay:          *chunkDelay,
+		chunks:              *chunks,
+		requireBearer:       *bearer,
+		rateLimitKey:        *rlKey,
+		rateLimitRetryAfter: *rlRetry,
 	}
 	var problem string
 	switch {
@@ -150,6 +154,8 @@ func parseFlags(args []string, stderr io.Writer) (string, options, error) {
 		problem = "--require-bearer is for the openai and a2a wires; use --require-key"
 	case *key != "" && (*wire == wireOpenAI || *wire == wireA2A):
 		problem = "--require-key is for the anthropic and gemini wires; use --require-bearer"
+	case *rlRetry < 1:
+		problem = "--rate-limit-retry-after must be at least 1"
 	case strings.TrimSpace(*listen) == "":
 		problem = "--listen must not be empty"
 	case opts.name == "":

@@ -55,6 +55,13 @@ type options struct {
 	// must carry as "x-api-key" and every Gemini request as
 	// "x-goog-api-key" (or ?key=). Optional.
 	requireKey string
+	// rateLimitKey, when not empty, is an API key answered 429 with
+	// Retry-After: rateLimitRetryAfter seconds on every request that bears
+	// it (see [presentedKey]), whatever the wire. Optional.
+	rateLimitKey string
+	// rateLimitRetryAfter is the Retry-After, in seconds, of a
+	// rateLimitKey's 429; at least 1.
+	rateLimitRetryAfter int
 	// logger receives one line per request. Optional; nil discards.
 	logger *slog.Logger
 }
@@ -114,6 +121,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			slog.Int("status", status),
 			slog.Duration("duration", time.Since(start)))
 	}()
+	if h.rateLimited(rec, r) {
+		return
+	}
 	switch h.opts.wire {
 	case wireAnthropic:
 		h.serveAnthropic(rec, r)

@@ -143,7 +143,7 @@ func TestCircuitBreakerStopsCalls(t *testing.T) {
 	}
 	resp := send(t, g, "GET", "/flexway/v1/backends", nil, map[string]string{"Authorization": "Bearer " + testAdminKey})
 	raw, _ := io.ReadAll(resp.Body)
-	want := `{"backends":[{"name":"main","kind":"openai","external":true,"capabilities":["chat"],"circuit":"open"},{"name":"spare","kind":"openai","external":true,"capabilities":["chat"],"circuit":"closed"}]}`
+	want := `{"backends":[{"name":"main","kind":"openai","external":true,"capabilities":["chat"],"circuit":"open","credentials":[]},{"name":"spare","kind":"openai","external":true,"capabilities":["chat"],"circuit":"closed","credentials":[]}]}`
 	if got := strings.Join(strings.Fields(string(raw)), ""); resp.StatusCode != 200 || got != want {
 		t.Fatalf("GET /flexway/v1/backends: %d\n%s\nwant %s", resp.StatusCode, got, want)
 	}

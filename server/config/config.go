@@ -304,6 +304,9 @@ type Backend struct {
 	URL string `yaml:"url"`
 	// Auth is how the backend authenticates Flexway.
 	Auth Auth `yaml:"auth"`
+	// Credentials, instead of Auth, is a pool of credentials for one
+	// upstream (kinds openai, anthropic, gemini and relay).
+	Credentials *Credentials `yaml:"credentials"`
 	// TLS configures the client side of the connection.
 	TLS BackendTLS `yaml:"tls"`
 	// Models are the model names the backend serves; a requested model in

@@ -113,6 +113,7 @@ func (c *Config) loadSecrets(col *collector) {
 	for _, name := range sortedKeys(c.AI.Backends) {
 		b := c.AI.Backends[name]
 		load(keyPath(keyPath("ai.backends", name), "auth")+".secret", &b.Auth.Secret)
+		b.loadCredentialSecrets(col, keyPath("ai.backends", name))
 		c.AI.Backends[name] = b
 	}
 	load("audit.hash_key", &c.Audit.HashKey)
@@ -124,7 +125,9 @@ func (c *Config) loadSecrets(col *collector) {
 // checked (a Kubernetes projected token, a secret volume).
 func (c *Config) checkTokenFiles(col *collector, canOpen func(path string) error) {
 	for _, name := range sortedKeys(c.AI.Backends) {
-		a := c.AI.Backends[name].Auth
+		b := c.AI.Backends[name]
+		b.checkCredentialTokenFiles(col, keyPath("ai.backends", name), canOpen)
+		a := b.Auth
 		if a.Type != AuthTokenFile || a.Path == "" {
 			continue
 		}

@@ -105,6 +105,7 @@ func (c *Config) deriveDefaults(written func(path string) bool) {
 		if b.Capabilities == nil && b.Kind != KindGRPC {
 			b.Capabilities = []Capability{CapabilityChat}
 		}
+		b.deriveCredentials(keyPath("ai.backends", name), written)
 		if b.Kind == KindAnthropic {
 			path := keyPath("ai.backends", name)
 			if b.APIVersion == "" && !written(path+".api_version") {
@@ -161,6 +162,7 @@ func (c *Config) resolvePaths(dir string) {
 		abs(&b.TLS.KeyFile)
 		abs(&b.Auth.Path)
 		b.Auth.Secret.resolvePath(dir)
+		b.resolveCredentialPaths(dir)
 		c.AI.Backends[name] = b
 	}
 	if c.Audit.Path != "-" {

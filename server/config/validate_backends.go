@@ -18,6 +18,7 @@ func (b Backend) validate(col *collector, name string, all map[string]Backend) {
 	}
 	b.checkURL(col, path)
 	b.Auth.validate(col, path+".auth")
+	b.validateCredentials(col, path)
 	switch t := b.TLS; {
 	case t.CertFile != "" && t.KeyFile == "":
 		col.errorf(path+".tls.key_file", "required with cert_file")

@@ -42,9 +42,17 @@ const (
 	// declare (403, PERMISSION_DENIED): the relay's key is valid, but no
 	// budget can be charged to the tenant.
 	UnknownTenant Reason = "unknown_tenant"
+	// RateLimited: every credential of the backend's pool
+	// (ai.backends.NAME.credentials) rests after its upstream's 429 (429,
+	// RESOURCE_EXHAUSTED); Retry-After is the earliest key's return.
+	RateLimited Reason = "rate_limited"
 	// UpstreamError: every backend failed, or one refused the gateway's
 	// own credentials (502, UNAVAILABLE).
 	UpstreamError Reason = "upstream_error"
+	// UpstreamCredentialsExhausted: every credential of the backend's pool
+	// was refused by its upstream (401, 402 or 403) and is set aside until
+	// restart or reload (502, UNAVAILABLE).
+	UpstreamCredentialsExhausted Reason = "upstream_credentials_exhausted"
 	// NoBackendAvailable: every circuit is open (503, UNAVAILABLE).
 	NoBackendAvailable Reason = "no_backend_available"
 	// UpstreamTimeout: the backend timed out (504, DEADLINE_EXCEEDED).
@@ -64,8 +72,9 @@ const (
 // Reasons lists every [Reason], for conformance tests.
 var Reasons = []Reason{
 	InvalidAPIKey, InvalidRequest, RequestTooLarge, NotFound, CapabilityUnavailable,
-	BudgetExceeded, SensitiveNoInternalBackend, UnknownTenant, UpstreamError, NoBackendAvailable,
-	UpstreamTimeout, UpstreamStatus, Unavailable, Canceled, Internal,
+	BudgetExceeded, SensitiveNoInternalBackend, UnknownTenant, RateLimited, UpstreamError,
+	UpstreamCredentialsExhausted, NoBackendAvailable, UpstreamTimeout, UpstreamStatus, Unavailable,
+	Canceled, Internal,
 }
 
 // reasonInfo is the fixed mapping of a reason.
@@ -76,21 +85,23 @@ type reasonInfo struct {
 }
 
 var reasonTable = map[Reason]reasonInfo{
-	InvalidAPIKey:              {codes.Unauthenticated, http.StatusUnauthorized, "invalid_request_error"},
-	InvalidRequest:             {codes.InvalidArgument, http.StatusBadRequest, "invalid_request_error"},
-	RequestTooLarge:            {codes.InvalidArgument, http.StatusRequestEntityTooLarge, "invalid_request_error"},
-	NotFound:                   {codes.NotFound, http.StatusNotFound, "invalid_request_error"},
-	CapabilityUnavailable:      {codes.FailedPrecondition, http.StatusBadRequest, "invalid_request_error"},
-	BudgetExceeded:             {codes.ResourceExhausted, http.StatusTooManyRequests, "insufficient_quota"},
-	SensitiveNoInternalBackend: {codes.PermissionDenied, http.StatusForbidden, "permission_error"},
-	UnknownTenant:              {codes.PermissionDenied, http.StatusForbidden, "permission_error"},
-	UpstreamError:              {codes.Unavailable, http.StatusBadGateway, "server_error"},
-	NoBackendAvailable:         {codes.Unavailable, http.StatusServiceUnavailable, "server_error"},
-	UpstreamTimeout:            {codes.DeadlineExceeded, http.StatusGatewayTimeout, "server_error"},
-	UpstreamStatus:             {codes.FailedPrecondition, 0, ""},
-	Unavailable:                {codes.Unavailable, http.StatusServiceUnavailable, "server_error"},
-	Canceled:                   {codes.Canceled, 499, "server_error"},
-	Internal:                   {codes.Internal, http.StatusInternalServerError, "server_error"},
+	InvalidAPIKey:                {codes.Unauthenticated, http.StatusUnauthorized, "invalid_request_error"},
+	InvalidRequest:               {codes.InvalidArgument, http.StatusBadRequest, "invalid_request_error"},
+	RequestTooLarge:              {codes.InvalidArgument, http.StatusRequestEntityTooLarge, "invalid_request_error"},
+	NotFound:                     {codes.NotFound, http.StatusNotFound, "invalid_request_error"},
+	CapabilityUnavailable:        {codes.FailedPrecondition, http.StatusBadRequest, "invalid_request_error"},
+	BudgetExceeded:               {codes.ResourceExhausted, http.StatusTooManyRequests, "insufficient_quota"},
+	SensitiveNoInternalBackend:   {codes.PermissionDenied, http.StatusForbidden, "permission_error"},
+	UnknownTenant:                {codes.PermissionDenied, http.StatusForbidden, "permission_error"},
+	RateLimited:                  {codes.ResourceExhausted, http.StatusTooManyRequests, "requests"},
+	UpstreamError:                {codes.Unavailable, http.StatusBadGateway, "server_error"},
+	UpstreamCredentialsExhausted: {codes.Unavailable, http.StatusBadGateway, "server_error"},
+	NoBackendAvailable:           {codes.Unavailable, http.StatusServiceUnavailable, "server_error"},
+	UpstreamTimeout:              {codes.DeadlineExceeded, http.StatusGatewayTimeout, "server_error"},
+	UpstreamStatus:               {codes.FailedPrecondition, 0, ""},
+	Unavailable:                  {codes.Unavailable, http.StatusServiceUnavailable, "server_error"},
+	Canceled:                     {codes.Canceled, 499, "server_error"},
+	Internal:                     {codes.Internal, http.StatusInternalServerError, "server_error"},
 }
 
 // Error is the core's one error type. Message is shown to the client, so it

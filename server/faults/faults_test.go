@@ -20,20 +20,22 @@ func TestEveryReasonMaps(t *testing.T) {
 		code codes.Code
 		http int
 	}{
-		faults.InvalidAPIKey:              {codes.Unauthenticated, 401},
-		faults.InvalidRequest:             {codes.InvalidArgument, 400},
-		faults.RequestTooLarge:            {codes.InvalidArgument, 413},
-		faults.NotFound:                   {codes.NotFound, 404},
-		faults.CapabilityUnavailable:      {codes.FailedPrecondition, 400},
-		faults.BudgetExceeded:             {codes.ResourceExhausted, 429},
-		faults.SensitiveNoInternalBackend: {codes.PermissionDenied, 403},
-		faults.UnknownTenant:              {codes.PermissionDenied, 403},
-		faults.UpstreamError:              {codes.Unavailable, 502},
-		faults.NoBackendAvailable:         {codes.Unavailable, 503},
-		faults.UpstreamTimeout:            {codes.DeadlineExceeded, 504},
-		faults.Unavailable:                {codes.Unavailable, 503},
-		faults.Canceled:                   {codes.Canceled, 499},
-		faults.Internal:                   {codes.Internal, 500},
+		faults.InvalidAPIKey:                {codes.Unauthenticated, 401},
+		faults.InvalidRequest:               {codes.InvalidArgument, 400},
+		faults.RequestTooLarge:              {codes.InvalidArgument, 413},
+		faults.NotFound:                     {codes.NotFound, 404},
+		faults.CapabilityUnavailable:        {codes.FailedPrecondition, 400},
+		faults.BudgetExceeded:               {codes.ResourceExhausted, 429},
+		faults.SensitiveNoInternalBackend:   {codes.PermissionDenied, 403},
+		faults.UnknownTenant:                {codes.PermissionDenied, 403},
+		faults.RateLimited:                  {codes.ResourceExhausted, 429},
+		faults.UpstreamError:                {codes.Unavailable, 502},
+		faults.UpstreamCredentialsExhausted: {codes.Unavailable, 502},
+		faults.NoBackendAvailable:           {codes.Unavailable, 503},
+		faults.UpstreamTimeout:              {codes.DeadlineExceeded, 504},
+		faults.Unavailable:                  {codes.Unavailable, 503},
+		faults.Canceled:                     {codes.Canceled, 499},
+		faults.Internal:                     {codes.Internal, 500},
 	}
 	for _, r := range faults.Reasons {
 		t.Run(string(r), func(t *testing.T) {

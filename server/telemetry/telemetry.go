@@ -67,6 +67,10 @@ type Metrics struct {
 	budgetLimit, budgetCommitted, budgetReserved metric.Float64ObservableGauge
 	circuit                                      metric.Int64ObservableGauge
 	httpDuration                                 metric.Float64Histogram
+	// credentialCalls is flexway.upstream.credential.calls; credentialSets
+	// caches its attribute sets (credentialKey → metric.AddOption).
+	credentialCalls metric.Int64Counter
+	credentialSets  sync.Map
 
 	tenants, agents, backends, models, operations, features map[string]string
 
@@ -154,6 +158,9 @@ func (m *Metrics) instruments() error {
 	m.cacheTokens, errs[9] = m.meter.Int64ObservableCounter("flexway.inference.cache_tokens",
 		metric.WithUnit("{token}"), metric.WithDescription("Input tokens of inference calls the providers read from or wrote to their prompt caches, by tier (cache_read, cache_write); a part of flexway.inference.tokens' input, not added to it."))
 	if err := errors.Join(errs[:]...); err != nil {
+		return err
+	}
+	if err := m.credentialInstrument(); err != nil {
 		return err
 	}
 	_, err := m.meter.RegisterCallback(m.observeCalls, m.cost, m.calls, m.tokens, m.cacheTokens)

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
 	"github.com/flexway/flexway/server/backends"
@@ -19,6 +21,7 @@ import (
 	"github.com/flexway/flexway/server/grpcproxy"
 	"github.com/flexway/flexway/server/metering"
 	"github.com/flexway/flexway/server/routing"
+	"github.com/flexway/flexway/server/telemetry"
 )
 
 // withBreakers puts each backend behind its circuit breaker
@@ -35,7 +38,10 @@ func withBreakers(cfg *config.Config, bs map[string]backends.Backend, onChange f
 // proxied) reports its circuit as closed. A backend's external is the one
 // routing applies, read from routes (see [routing.External]: a relay
 // without identity_headers.sensitive is external whatever it declares).
-func backendStates(cfg *config.Config, routes *routing.Table, bs map[string]backends.Backend) []*flexwayv1.BackendState {
+// A backend in pools also reports each key of its credential pool, name
+// and state, never value.
+func backendStates(cfg *config.Config, routes *routing.Table, bs map[string]backends.Backend, pools map[string]*upstream.Backend) []*flexwayv1.BackendState {
+	now := time.Now()
 	out := make([]*flexwayv1.BackendState, 0, len(cfg.AI.Backends))
 	for name, b := range cfg.AI.Backends {
 		st := &flexwayv1.BackendState{Name: name, Kind: string(b.Kind), External: routes.Backends[name].External, Circuit: breaker.Closed}
@@ -46,7 +52,24 @@ func backendStates(cfg *config.Config, routes *routing.Table, bs map[string]back
 		if w, ok := bs[name].(*breaker.Backend); ok {
 			st.Circuit = w.State()
 		}
+		if p, ok := pools[name]; ok {
+			for _, k := range p.Credentials(now) {
+				st.Credentials = append(st.Credentials, &flexwayv1.CredentialState{Name: k.Name, State: k.String()})
+			}
+		}
 		out = append(out, st)
+	}
+	return out
+}
+
+// credentialPools returns the backends of bs that hold a credential pool,
+// before the breakers wrap them, for [backendStates].
+func credentialPools(bs map[string]backends.Backend) map[string]*upstream.Backend {
+	out := map[string]*upstream.Backend{}
+	for name, b := range bs {
+		if ub, ok := b.(*upstream.Backend); ok && ub.Credentials(time.Time{}) != nil {
+			out[name] = ub
+		}
 	}
 	return out
 }
@@ -121,7 +144,8 @@ func proxiedMetering(p *grpcproxy.Proxy) (func(string) (metering.Proxied, bool),
 // ([backends.Wire]) over the same upstream path. kind: grpc backends are
 // proxied, not built here. log receives each backend's once-per-field
 // notice of request fields its wire format dropped.
-func buildBackends(cfg *config.Config, log *slog.Logger) (map[string]backends.Backend, map[string][]string, error) {
+// A pooled key's attempts are counted by meter.
+func buildBackends(cfg *config.Config, log *slog.Logger, meter *credentialMeter) (map[string]backends.Backend, map[string][]string, error) {
 	bs := map[string]backends.Backend{}
 	models := map[string][]string{}
 	names := make([]string, 0, len(cfg.AI.Backends))
@@ -134,25 +158,27 @@ func buildBackends(cfg *config.Config, log *slog.Logger) (map[string]backends.Ba
 		if b.Kind == config.KindGRPC {
 			continue
 		}
-		auth := upstream.Auth{Type: string(b.Auth.Type), Header: b.Auth.Name, TokenFile: b.Auth.Path}
-		if !b.Auth.Secret.IsZero() {
-			v, err := b.Auth.Secret.Resolve()
-			if err != nil {
-				return nil, nil, fmt.Errorf("ai.backends.%s.auth.secret: %w", name, err)
-			}
-			auth.Secret = v
+		auth, err := upstreamAuth(fmt.Sprintf("ai.backends.%s.auth", name), b.Auth)
+		if err != nil {
+			return nil, nil, err
+		}
+		creds, err := upstreamCredentials(name, b.Credentials)
+		if err != nil {
+			return nil, nil, err
 		}
 		o := upstream.Options{
-			Name:         name,
-			URL:          b.URL,
-			Auth:         auth,
-			TLS:          upstream.TLS{CAFile: b.TLS.CAFile, CertFile: b.TLS.CertFile, KeyFile: b.TLS.KeyFile},
-			Models:       b.Models,
-			DefaultModel: b.DefaultModel,
-			Timeout:      b.Timeout.Std(),
-			IdleTimeout:  b.IdleTimeout.Std(),
-			MeteredBy:    string(b.Metering),
-			Log:          log,
+			Name:          name,
+			URL:           b.URL,
+			Auth:          auth,
+			Credentials:   creds,
+			CredentialUse: meter.hook(name),
+			TLS:           upstream.TLS{CAFile: b.TLS.CAFile, CertFile: b.TLS.CertFile, KeyFile: b.TLS.KeyFile},
+			Models:        b.Models,
+			DefaultModel:  b.DefaultModel,
+			Timeout:       b.Timeout.Std(),
+			IdleTimeout:   b.IdleTimeout.Std(),
+			MeteredBy:     string(b.Metering),
+			Log:           log,
 		}
 		switch b.Kind {
 		case config.KindRelay:
@@ -177,4 +203,51 @@ func buildBackends(cfg *config.Config, log *slog.Logger) (map[string]backends.Ba
 		models[name] = b.Models
 	}
 	return bs, models, nil
+}
+
+// upstreamAuth is a's upstream form, its secret resolved; path is its key
+// path, for errors.
+func upstreamAuth(path string, a config.Auth) (upstream.Auth, error) {
+	auth := upstream.Auth{Type: string(a.Type), Header: a.Name, TokenFile: a.Path}
+	if !a.Secret.IsZero() {
+		v, err := a.Secret.Resolve()
+		if err != nil {
+			return upstream.Auth{}, fmt.Errorf("%s.secret: %w", path, err)
+		}
+		auth.Secret = v
+	}
+	return auth, nil
+}
+
+// upstreamCredentials is the pool of ai.backends.NAME.credentials, its
+// secrets resolved; nil when the backend has none.
+func upstreamCredentials(name string, c *config.Credentials) (*upstream.Credentials, error) {
+	if c == nil {
+		return nil, nil
+	}
+	out := &upstream.Credentials{Strategy: string(c.Strategy), Keys: make([]upstream.CredentialKey, len(c.Keys))}
+	for i, k := range c.Keys {
+		auth, err := upstreamAuth(fmt.Sprintf("ai.backends.%s.credentials.keys[%d].auth", name, i), k.Auth)
+		if err != nil {
+			return nil, err
+		}
+		out.Keys[i] = upstream.CredentialKey{Name: k.Name, Auth: auth, Weight: k.Weight}
+	}
+	return out, nil
+}
+
+// credentialMeter counts the attempts of pooled keys
+// (flexway.upstream.credential.calls) once the metrics exist: the backends
+// are built before them.
+type credentialMeter struct {
+	m atomic.Pointer[telemetry.Metrics]
+}
+
+// hook is backend's [upstream.Options.CredentialUse].
+func (c *credentialMeter) hook(backend string) func(credential, outcome string) {
+	return func(credential, outcome string) {
+		if m := c.m.Load(); m != nil {
+			m.CredentialUsed(backend, credential, outcome)
+		}
+	}
 }

@@ -18,7 +18,7 @@ func TestBackendStatesExternalIsRoutings(t *testing.T) {
 		"peer":       {Kind: config.KindRelay, External: &internal, IdentityHeaders: config.IdentityHeaders{Tenant: "Flexway-Tenant", Sensitive: "Flexway-Sensitive"}},
 	}
 	want := map[string]bool{"local": false, "cloud": true, "blind-peer": true, "peer": false}
-	states := backendStates(cfg, routingTable(cfg), nil)
+	states := backendStates(cfg, routingTable(cfg), nil, nil)
 	if len(states) != len(want) {
 		t.Fatalf("%d states, want %d", len(states), len(want))
 	}

@@ -42,13 +42,15 @@ import (
 // (either may be nil: the gateway then meters, or audits, nothing).
 func (g *Gateway) build(o Options) error {
 	cfg, log, led := g.cfg, g.log, g.led
-	bs, models, err := buildBackends(cfg, log)
+	credMeter := &credentialMeter{}
+	bs, models, err := buildBackends(cfg, log, credMeter)
 	if err != nil {
 		return err
 	}
 	// Checked before the breakers wrap the backends: a breaker.Backend
 	// has no CheckChat of its own, and the check sends nothing.
 	check := checkChat(bs)
+	pools := credentialPools(bs)
 	withBreakers(cfg, bs, nil)
 	maxMsg := int(cfg.AI.Vision.MaxBodyBytes) + 1<<20
 	if g.proxy, err = buildProxy(cfg, maxMsg); err != nil {
@@ -57,6 +59,7 @@ func (g *Gateway) build(o Options) error {
 	if g.metrics, err = newMetrics(cfg, g.proxy); err != nil {
 		return fmt.Errorf("telemetry: %w", err)
 	}
+	credMeter.m.Store(g.metrics)
 	tp, stopTracing, err := newTracing(cfg, o.SpanExporter, g.version)
 	if err != nil {
 		return err
@@ -108,7 +111,7 @@ func (g *Gateway) build(o Options) error {
 	core.Register(gs)
 	core.Register(g.inproc)
 	if led != nil {
-		as := admin.New(led, accts, func() []*flexwayv1.BackendState { return backendStates(cfg, routes, bs) })
+		as := admin.New(led, accts, func() []*flexwayv1.BackendState { return backendStates(cfg, routes, bs, pools) })
 		flexwayv1.RegisterAdminServiceServer(gs, as)
 		flexwayv1.RegisterAdminServiceServer(g.inproc, as)
 	}

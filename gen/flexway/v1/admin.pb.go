@@ -400,7 +400,11 @@ type BackendState struct {
 	// Circuit is the circuit breaker's state: closed (calls pass), open
 	// (calls are refused without a network call and fall back) or half_open
 	// (one trial call is let through).
-	Circuit       string `protobuf:"bytes,5,opt,name=circuit,proto3" json:"circuit,omitempty"`
+	Circuit string `protobuf:"bytes,5,opt,name=circuit,proto3" json:"circuit,omitempty"`
+	// Credentials, for a backend with a credential pool
+	// (ai.backends.NAME.credentials), are its keys in configuration order:
+	// names and states, never values. Empty for a backend with plain auth.
+	Credentials   []*CredentialState `protobuf:"bytes,6,rep,name=credentials,proto3" json:"credentials,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -470,6 +474,70 @@ func (x *BackendState) GetCircuit() string {
 	return ""
 }
 
+func (x *BackendState) GetCredentials() []*CredentialState {
+	if x != nil {
+		return x.Credentials
+	}
+	return nil
+}
+
+// CredentialState is one key of a backend's credential pool.
+type CredentialState struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Name is the key's name (credentials.keys[i].name).
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// State is "ok", "resting until <RFC 3339 time, UTC>" (after the
+	// upstream's 429, until its Retry-After) or "set aside: <status>" (after
+	// a 401, 402 or 403, until restart or configuration reload).
+	State         string `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CredentialState) Reset() {
+	*x = CredentialState{}
+	mi := &file_flexway_v1_admin_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CredentialState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CredentialState) ProtoMessage() {}
+
+func (x *CredentialState) ProtoReflect() protoreflect.Message {
+	mi := &file_flexway_v1_admin_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CredentialState.ProtoReflect.Descriptor instead.
+func (*CredentialState) Descriptor() ([]byte, []int) {
+	return file_flexway_v1_admin_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *CredentialState) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CredentialState) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
 // ListUsageRequest takes no parameters.
 type ListUsageRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -479,7 +547,7 @@ type ListUsageRequest struct {
 
 func (x *ListUsageRequest) Reset() {
 	*x = ListUsageRequest{}
-	mi := &file_flexway_v1_admin_proto_msgTypes[7]
+	mi := &file_flexway_v1_admin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -491,7 +559,7 @@ func (x *ListUsageRequest) String() string {
 func (*ListUsageRequest) ProtoMessage() {}
 
 func (x *ListUsageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flexway_v1_admin_proto_msgTypes[7]
+	mi := &file_flexway_v1_admin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -504,7 +572,7 @@ func (x *ListUsageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUsageRequest.ProtoReflect.Descriptor instead.
 func (*ListUsageRequest) Descriptor() ([]byte, []int) {
-	return file_flexway_v1_admin_proto_rawDescGZIP(), []int{7}
+	return file_flexway_v1_admin_proto_rawDescGZIP(), []int{8}
 }
 
 // ListUsageResponse is every account's budget.
@@ -518,7 +586,7 @@ type ListUsageResponse struct {
 
 func (x *ListUsageResponse) Reset() {
 	*x = ListUsageResponse{}
-	mi := &file_flexway_v1_admin_proto_msgTypes[8]
+	mi := &file_flexway_v1_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -530,7 +598,7 @@ func (x *ListUsageResponse) String() string {
 func (*ListUsageResponse) ProtoMessage() {}
 
 func (x *ListUsageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flexway_v1_admin_proto_msgTypes[8]
+	mi := &file_flexway_v1_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -543,7 +611,7 @@ func (x *ListUsageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUsageResponse.ProtoReflect.Descriptor instead.
 func (*ListUsageResponse) Descriptor() ([]byte, []int) {
-	return file_flexway_v1_admin_proto_rawDescGZIP(), []int{8}
+	return file_flexway_v1_admin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListUsageResponse) GetAccounts() []*BudgetUsage {
@@ -579,13 +647,17 @@ const file_flexway_v1_admin_proto_rawDesc = "" +
 	"\x04soft\x18\b \x01(\bR\x04soft\"\x15\n" +
 	"\x13ListBackendsRequest\"L\n" +
 	"\x14ListBackendsResponse\x124\n" +
-	"\bbackends\x18\x01 \x03(\v2\x18.flexway.v1.BackendStateR\bbackends\"\x90\x01\n" +
+	"\bbackends\x18\x01 \x03(\v2\x18.flexway.v1.BackendStateR\bbackends\"\xcf\x01\n" +
 	"\fBackendState\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x1a\n" +
 	"\bexternal\x18\x03 \x01(\bR\bexternal\x12\"\n" +
 	"\fcapabilities\x18\x04 \x03(\tR\fcapabilities\x12\x18\n" +
-	"\acircuit\x18\x05 \x01(\tR\acircuit\"\x12\n" +
+	"\acircuit\x18\x05 \x01(\tR\acircuit\x12=\n" +
+	"\vcredentials\x18\x06 \x03(\v2\x1b.flexway.v1.CredentialStateR\vcredentials\";\n" +
+	"\x0fCredentialState\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05state\x18\x02 \x01(\tR\x05state\"\x12\n" +
 	"\x10ListUsageRequest\"H\n" +
 	"\x11ListUsageResponse\x123\n" +
 	"\baccounts\x18\x01 \x03(\v2\x17.flexway.v1.BudgetUsageR\baccounts2\xc8\x04\n" +
@@ -615,7 +687,7 @@ func file_flexway_v1_admin_proto_rawDescGZIP() []byte {
 	return file_flexway_v1_admin_proto_rawDescData
 }
 
-var file_flexway_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_flexway_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_flexway_v1_admin_proto_goTypes = []any{
 	(*GetTenantUsageRequest)(nil), // 0: flexway.v1.GetTenantUsageRequest
 	(*GetAgentUsageRequest)(nil),  // 1: flexway.v1.GetAgentUsageRequest
@@ -624,26 +696,28 @@ var file_flexway_v1_admin_proto_goTypes = []any{
 	(*ListBackendsRequest)(nil),   // 4: flexway.v1.ListBackendsRequest
 	(*ListBackendsResponse)(nil),  // 5: flexway.v1.ListBackendsResponse
 	(*BackendState)(nil),          // 6: flexway.v1.BackendState
-	(*ListUsageRequest)(nil),      // 7: flexway.v1.ListUsageRequest
-	(*ListUsageResponse)(nil),     // 8: flexway.v1.ListUsageResponse
+	(*CredentialState)(nil),       // 7: flexway.v1.CredentialState
+	(*ListUsageRequest)(nil),      // 8: flexway.v1.ListUsageRequest
+	(*ListUsageResponse)(nil),     // 9: flexway.v1.ListUsageResponse
 }
 var file_flexway_v1_admin_proto_depIdxs = []int32{
 	3, // 0: flexway.v1.BudgetUsage.caps:type_name -> flexway.v1.CapUsage
 	6, // 1: flexway.v1.ListBackendsResponse.backends:type_name -> flexway.v1.BackendState
-	2, // 2: flexway.v1.ListUsageResponse.accounts:type_name -> flexway.v1.BudgetUsage
-	0, // 3: flexway.v1.AdminService.GetTenantUsage:input_type -> flexway.v1.GetTenantUsageRequest
-	1, // 4: flexway.v1.AdminService.GetAgentUsage:input_type -> flexway.v1.GetAgentUsageRequest
-	7, // 5: flexway.v1.AdminService.ListUsage:input_type -> flexway.v1.ListUsageRequest
-	4, // 6: flexway.v1.AdminService.ListBackends:input_type -> flexway.v1.ListBackendsRequest
-	2, // 7: flexway.v1.AdminService.GetTenantUsage:output_type -> flexway.v1.BudgetUsage
-	2, // 8: flexway.v1.AdminService.GetAgentUsage:output_type -> flexway.v1.BudgetUsage
-	8, // 9: flexway.v1.AdminService.ListUsage:output_type -> flexway.v1.ListUsageResponse
-	5, // 10: flexway.v1.AdminService.ListBackends:output_type -> flexway.v1.ListBackendsResponse
-	7, // [7:11] is the sub-list for method output_type
-	3, // [3:7] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	7, // 2: flexway.v1.BackendState.credentials:type_name -> flexway.v1.CredentialState
+	2, // 3: flexway.v1.ListUsageResponse.accounts:type_name -> flexway.v1.BudgetUsage
+	0, // 4: flexway.v1.AdminService.GetTenantUsage:input_type -> flexway.v1.GetTenantUsageRequest
+	1, // 5: flexway.v1.AdminService.GetAgentUsage:input_type -> flexway.v1.GetAgentUsageRequest
+	8, // 6: flexway.v1.AdminService.ListUsage:input_type -> flexway.v1.ListUsageRequest
+	4, // 7: flexway.v1.AdminService.ListBackends:input_type -> flexway.v1.ListBackendsRequest
+	2, // 8: flexway.v1.AdminService.GetTenantUsage:output_type -> flexway.v1.BudgetUsage
+	2, // 9: flexway.v1.AdminService.GetAgentUsage:output_type -> flexway.v1.BudgetUsage
+	9, // 10: flexway.v1.AdminService.ListUsage:output_type -> flexway.v1.ListUsageResponse
+	5, // 11: flexway.v1.AdminService.ListBackends:output_type -> flexway.v1.ListBackendsResponse
+	8, // [8:12] is the sub-list for method output_type
+	4, // [4:8] is the sub-list for method input_type
+	4, // [4:4] is the sub-list for extension type_name
+	4, // [4:4] is the sub-list for extension extendee
+	0, // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_flexway_v1_admin_proto_init() }
@@ -658,7 +732,7 @@ func file_flexway_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_flexway_v1_admin_proto_rawDesc), len(file_flexway_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -18,10 +18,10 @@ import (
 
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
 	"github.com/flexway/flexway/server/backends"
+	"github.com/flexway/flexway/server/backends/credentials"
 	"github.com/flexway/flexway/server/call"
 	"github.com/flexway/flexway/server/faults"
 	"github.com/flexway/flexway/server/openaiwire"
-	"github.com/flexway/flexway/server/tokenfile"
 )
 
 // Body limits.
@@ -44,10 +44,12 @@ type Backend struct {
 	idleTimeout   time.Duration
 	userAgent     string
 
-	// authName and authValue are the fixed credential header of bearer and
-	// header; tokenFile is read at every call instead.
-	authName, authValue string
-	tokenFile           string
+	// auth is the credential of a backend with Options.Auth; pool and
+	// keys (at the pool's indices) replace it for Options.Credentials.
+	auth    credential
+	pool    *credentials.Pool
+	keys    []credential
+	keyUsed func(credential, outcome string)
 
 	// identity holds the canonical identity header names of a relay;
 	// zero for an openai backend.
@@ -235,19 +237,33 @@ type exchange struct {
 // send builds and sends a POST of body to url and waits for the response
 // headers. A 2xx answer is returned as an exchange whose body the caller
 // reads and then releases; any other status is turned into its error here.
+// A backend with a pool of credentials picks the call's key and moves to
+// the next one on a 429, 401, 402 or 403 ([Backend.sendPooled]).
 func (b *Backend) send(ctx context.Context, url string, body []byte, accept string) (*exchange, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, contextError(ctx)
+	if b.pool != nil {
+		return b.sendPooled(ctx, url, body, accept)
 	}
-	authName, authValue, err := b.credentials()
+	ex, _, err := b.sendWith(ctx, url, body, accept, b.auth, false)
+	return ex, err
+}
+
+// sendWith is one attempt of send with credential c. With pooled set, an
+// answer whose status a pool handles (429, 401, 402, 403: see
+// [Backend.poolStatus]) is released and returned as its status alone,
+// with no exchange and no error.
+func (b *Backend) sendWith(ctx context.Context, url string, body []byte, accept string, c credential, pooled bool) (*exchange, *http.Response, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, contextError(ctx)
+	}
+	authName, authValue, err := c.header(b.name)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	reqCtx, cancel := context.WithCancelCause(ctx)
 	req, err := http.NewRequestWithContext(reqCtx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		cancel(errReleased)
-		return nil, faults.Wrap(faults.Internal, redactURLError(err), "internal error")
+		return nil, nil, faults.Wrap(faults.Internal, redactURLError(err), "internal error")
 	}
 	// Built from scratch: nothing of the caller's request reaches the
 	// upstream but the body.
@@ -271,23 +287,27 @@ func (b *Backend) send(ctx context.Context, url string, body []byte, accept stri
 	if err != nil {
 		fe := b.failure(ctx, reqCtx, err, "upstream "+b.name+" is unreachable")
 		cancel(errReleased)
-		return nil, fe
+		return nil, nil, fe
 	}
 	ex := &exchange{b: b, parent: ctx, ctx: reqCtx, cancel: cancel, resp: resp, secret: strings.TrimPrefix(authValue, "Bearer ")}
 	ex.idle = time.AfterFunc(time.Hour, func() { cancel(errIdleTimeout) })
 	ex.idle.Stop()
 	var idle io.Reader = &idleReader{r: resp.Body, timer: ex.idle, d: b.idleTimeout}
 	ex.body, err = decodedBody(resp, idle)
+	if pooled && b.poolStatus(resp.StatusCode) {
+		ex.release()
+		return nil, resp, nil
+	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		fe := ex.scrub(ex.statusError(err))
 		ex.release()
-		return nil, fe
+		return nil, nil, fe
 	}
 	if err != nil {
 		ex.release()
-		return nil, faults.Wrap(faults.UpstreamError, err, "upstream "+b.name+" answered an unreadable body")
+		return nil, nil, faults.Wrap(faults.UpstreamError, err, "upstream "+b.name+" answered an unreadable body")
 	}
-	return ex, nil
+	return ex, resp, nil
 }
 
 // setIdentity adds, for a relay, the call's identity under the declared
@@ -312,21 +332,6 @@ func (b *Backend) setIdentity(ctx context.Context, h http.Header) {
 	if st.Sensitive {
 		set(b.identity.Sensitive, "true")
 	}
-}
-
-// credentials returns the auth header of one call; a token file is read
-// here, at every call.
-func (b *Backend) credentials() (name, value string, err error) {
-	if b.tokenFile == "" {
-		return b.authName, b.authValue, nil
-	}
-	token, err := tokenfile.Read(b.tokenFile)
-	if err != nil {
-		// The cause names the path, for logs; the message says nothing of
-		// the file.
-		return "", "", faults.Wrap(faults.UpstreamError, err, "upstream "+b.name+": its token file cannot be used")
-	}
-	return "Authorization", "Bearer " + token, nil
 }
 
 // readAll reads the whole answer body, up to limit bytes.

@@ -34,7 +34,12 @@
 //   - faults.UpstreamStatus: any other upstream 4xx (429 included), with
 //     its status, Content-Type, body (first MiB) and Retry-After kept so
 //     that the front relays them as they are;
-//   - faults.Canceled: the caller's context was canceled.
+//   - faults.Canceled: the caller's context was canceled;
+//   - with a pool of credentials ([Options.Credentials]), a 429 rests the
+//     key and a 401, 402 or 403 sets it aside, and the same request bytes
+//     go at once to the next usable key (not a fallback); no key left is
+//     faults.RateLimited (earliest Retry-After, never the upstream's body)
+//     or faults.UpstreamCredentialsExhausted, neither fallen back from.
 //
 // Error messages name the backend and the upstream status only (and not
 // even the backend for a refused credential). Causes are in

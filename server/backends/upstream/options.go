@@ -67,7 +67,20 @@ type Options struct {
 	// fragments are refused.
 	URL string
 	// Auth is how the backend authenticates Flexway to the upstream.
+	// Refused with Credentials.
 	Auth Auth
+	// Credentials, optional, is a pool of credentials used instead of
+	// Auth (ai.backends.<name>.credentials): each call picks one key, a
+	// key answered 429 rests and one answered 401, 402 or 403 is set
+	// aside, and the call moves to the next key at once. See
+	// [Credentials].
+	Credentials *Credentials
+	// CredentialUse, optional, is told the outcome of each attempt on a
+	// pool's key, for metrics: credential is the key's name, outcome one
+	// of [CredentialServed], [CredentialRateLimited],
+	// [CredentialRefused] or [CredentialFailed]. Called on the call's
+	// goroutine; it must be fast.
+	CredentialUse func(credential, outcome string)
 	// TLS configures the client side of https connections; it is refused
 	// with an http URL.
 	TLS TLS
@@ -227,8 +240,8 @@ func New(o Options) (*Backend, error) {
 			b.models[m] = struct{}{}
 		}
 	}
-	if err := b.setAuth(o.Auth); err != nil {
-		return nil, fail("auth: %w", err)
+	if err := b.setCredentials(o); err != nil {
+		return nil, fail("%w", err)
 	}
 	if o.Wire != nil {
 		log := o.Log
@@ -320,44 +333,6 @@ func parseBaseURL(raw string) (*url.URL, error) {
 	return u, nil
 }
 
-// setAuth validates a and stores the fixed header of bearer and header.
-func (b *Backend) setAuth(a Auth) error {
-	switch a.Type {
-	case "", AuthNone:
-	case AuthBearer:
-		if a.Secret == "" {
-			return errors.New("bearer needs a secret")
-		}
-		if !validHeaderValue(a.Secret) {
-			return errors.New("the secret contains a character not allowed in a header")
-		}
-		b.authName, b.authValue = "Authorization", "Bearer "+a.Secret
-	case AuthHeader:
-		name := http.CanonicalHeaderKey(a.Header)
-		switch {
-		case a.Header == "":
-			return errors.New("header needs a header name")
-		case !validHeaderName(a.Header):
-			return fmt.Errorf("header name %q is not a valid header name", a.Header)
-		case reservedHeaders[name]:
-			return fmt.Errorf("header name %q is set by the backend itself", a.Header)
-		case a.Secret == "":
-			return errors.New("header needs a secret")
-		case !validHeaderValue(a.Secret):
-			return errors.New("the secret contains a character not allowed in a header")
-		}
-		b.authName, b.authValue = name, a.Secret
-	case AuthTokenFile:
-		if a.TokenFile == "" {
-			return errors.New("token_file needs a path")
-		}
-		b.tokenFile = a.TokenFile
-	default:
-		return fmt.Errorf("unknown type %q (want none, bearer, header or token_file)", a.Type)
-	}
-	return nil
-}
-
 // setIdentityHeaders validates h and stores its canonical names: each must
 // be a valid header name, none a header the backend sets itself or its
 // auth header, and no two the same.
@@ -373,7 +348,7 @@ func (b *Backend) setIdentityHeaders(h IdentityHeaders) error {
 			return fmt.Errorf("%s: %q is not a valid header name", f.field, f.name)
 		case reservedHeaders[name]:
 			return fmt.Errorf("%s: header %q is set by the backend itself", f.field, f.name)
-		case name == "Authorization" || (b.authName != "" && name == b.authName):
+		case name == "Authorization" || b.authHeader(name):
 			return fmt.Errorf("%s: header %q carries the backend's credentials", f.field, f.name)
 		case seen[name] != "":
 			return fmt.Errorf("%s: header %q is also %s", f.field, f.name, seen[name])
