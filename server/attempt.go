@@ -19,6 +19,10 @@ import (
 const (
 	// HeaderDegraded is set to "backend-fallback" when a fallback served.
 	HeaderDegraded = "flexway-degraded"
+	// HeaderRoute is "<alias>/<arm>" when an alias's target served: the
+	// arm is the target's arm name, else its index in the alias's
+	// targets.
+	HeaderRoute = "flexway-route"
 )
 
 // attemptFunc is one kind of call's try on one backend: chat JSON, chat
@@ -70,13 +74,19 @@ func (c *Core) runPlan(ctx context.Context, st *call.State, model string, try at
 			return faults.New(faults.Internal, "backend %q is not configured", name)
 		}
 		actx, span := c.startAttempt(ctx, name, i)
-		o, committed, err := try(actx, b, call.Outcome{Backend: name, ModelRequested: model}, i > 0)
+		o := call.Outcome{Backend: name, ModelRequested: model}
+		if t, ok := st.AliasTargets[name]; ok {
+			// An alias's target: its model id is sent as is.
+			actx = backends.WithModel(actx, t.Model)
+			o.Alias, o.Arm = st.Alias, t.Arm
+		}
+		o, committed, err := try(actx, b, o, i > 0)
 		endAttempt(span, err)
 		o.Fallback = err == nil && i > 0
 		st.SetOutcome(o)
 		if err == nil {
 			if !committed {
-				setServedHeaders(ctx, i > 0)
+				setServedHeaders(ctx, i > 0, o.Route())
 			}
 			return nil
 		}
@@ -129,9 +139,18 @@ func endAttempt(span trace.Span, err error) {
 	span.End()
 }
 
-// setServedHeaders sends the header metadata of a served call.
-func setServedHeaders(ctx context.Context, fallback bool) {
+// setServedHeaders sends the header metadata of a served call:
+// Flexway-Degraded after a fallback, Flexway-Route (route, "<alias>/<arm>")
+// for a call served through an alias.
+func setServedHeaders(ctx context.Context, fallback bool, route string) {
+	var md metadata.MD
 	if fallback {
-		_ = grpc.SetHeader(ctx, metadata.Pairs(HeaderDegraded, "backend-fallback"))
+		md = metadata.Pairs(HeaderDegraded, "backend-fallback")
+	}
+	if route != "" {
+		md = metadata.Join(md, metadata.Pairs(HeaderRoute, route))
+	}
+	if md != nil {
+		_ = grpc.SetHeader(ctx, md)
 	}
 }

@@ -94,7 +94,7 @@ func (c *Core) relay(ss flexwayv1.ChatService_StreamChatCompletionServer, stream
 	out := outputCounter{limit: limit}
 	send := func(ch *flexwayv1.ChatCompletionChunk) error {
 		if !sent {
-			setServedHeaders(ss.Context(), fallback)
+			setServedHeaders(ss.Context(), fallback, o.Route())
 			call.Served(ss.Context(), o.Backend)
 			sent = true
 			for _, h := range held {

@@ -24,6 +24,9 @@ type Options struct {
 	Backends map[string]backends.Backend
 	// Models lists each backend's configured models, for ListModels.
 	Models map[string][]string
+	// Aliases are the names of ai.aliases, listed by ListModels beside
+	// the models (owned_by "flexway-alias").
+	Aliases []string
 	// Routes lists, for ListModels, the backends a caller's calls can be
 	// planned on; the calls themselves arrive planned (call.State.Plan).
 	Routes *routing.Table
@@ -93,7 +96,8 @@ func plan(st *call.State) ([]string, error) {
 
 // ListModels implements [flexwayv1.ModelsServiceServer.ListModels]: the
 // models of every backend the caller's chat and embeddings calls can be
-// planned on, sorted by id, each owned by the first backend listing it.
+// planned on, each owned by the first backend listing it, and the
+// aliases (ai.aliases, owned by "flexway-alias"), sorted by id.
 func (c *Core) ListModels(ctx context.Context, _ *flexwayv1.ListModelsRequest) (*flexwayv1.ListModelsResponse, error) {
 	st, err := state(ctx)
 	if err != nil {
@@ -122,6 +126,12 @@ func (c *Core) ListModels(ctx context.Context, _ *flexwayv1.ListModelsRequest) (
 			}
 			seen[m] = true
 			resp.Data = append(resp.Data, &flexwayv1.Model{Id: m, Object: "model", Created: c.opts.Started.Unix(), OwnedBy: n})
+		}
+	}
+	for _, a := range c.opts.Aliases {
+		if !seen[a] {
+			seen[a] = true
+			resp.Data = append(resp.Data, &flexwayv1.Model{Id: a, Object: "model", Created: c.opts.Started.Unix(), OwnedBy: "flexway-alias"})
 		}
 	}
 	sort.Slice(resp.Data, func(i, j int) bool { return resp.Data[i].Id < resp.Data[j].Id })

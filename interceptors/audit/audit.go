@@ -239,6 +239,8 @@ func (c Config) fill(l *auditlog.Line, a *auditing, err error) {
 		ModelServed:          o.ModelServed,
 		Capability:           string(st.Capability),
 		Feature:              a.feature,
+		Alias:                o.Alias,
+		Arm:                  o.Arm,
 		InputTokens:          o.InputTokens,
 		OutputTokens:         o.OutputTokens,
 		CacheReadTokens:      o.CacheReadTokens,

@@ -64,6 +64,11 @@ type Line struct {
 	Capability string `json:"capability"`
 	// Feature is a specialised model's (flexway.v1.operation).ai.feature.
 	Feature string `json:"feature,omitempty"`
+	// Alias is the alias (ai.aliases) the call was routed by and Arm the
+	// arm of the target that served (its arm name, else its index); both
+	// absent for a call that named no alias. Configuration names only.
+	Alias string `json:"alias,omitempty"`
+	Arm   string `json:"arm,omitempty"`
 	// InputTokens and OutputTokens are the usage committed, in tokens.
 	// InputTokens counts every input token, cached ones included.
 	InputTokens  int64 `json:"input_tokens"`

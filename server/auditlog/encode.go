@@ -61,6 +61,12 @@ func appendLine(dst []byte, l *Line) []byte {
 		dst = append(dst, `,"feature":`...)
 		dst = jsonstring.Append(dst, l.Feature)
 	}
+	if l.Alias != "" {
+		dst = append(dst, `,"alias":`...)
+		dst = jsonstring.Append(dst, l.Alias)
+		dst = append(dst, `,"arm":`...)
+		dst = jsonstring.Append(dst, l.Arm)
+	}
 	dst = append(dst, `,"input_tokens":`...)
 	dst = strconv.AppendInt(dst, l.InputTokens, 10)
 	dst = append(dst, `,"output_tokens":`...)

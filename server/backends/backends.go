@@ -194,3 +194,18 @@ type WireStream interface {
 	// faults.UpstreamError of a cut stream.
 	End() (*flexwayv1.ChatCompletionChunk, error)
 }
+
+type modelKey struct{}
+
+// WithModel returns ctx asking the backend to send model upstream as is,
+// without mapping it by its models and default_model: the model id of an
+// alias's target (ai.aliases).
+func WithModel(ctx context.Context, model string) context.Context {
+	return context.WithValue(ctx, modelKey{}, model)
+}
+
+// ModelFrom returns the model [WithModel] set, if any.
+func ModelFrom(ctx context.Context) (string, bool) {
+	m, ok := ctx.Value(modelKey{}).(string)
+	return m, ok && m != ""
+}

@@ -58,6 +58,13 @@ type State struct {
 	// sets it for every chat and embeddings call before the service runs,
 	// and the service refuses a call without one.
 	Plan []string
+	// Alias is the alias the requested model named (ai.aliases), "" for
+	// none, and AliasTargets maps each backend of Plan taken from the
+	// alias's route to its target: the model id sent to it as is, and its
+	// arm. A backend absent from it maps the requested model by its own
+	// models and default_model.
+	Alias        string
+	AliasTargets map[string]AliasTarget
 	// Soft is set when the caller is at or past the soft mark of a cap.
 	Soft bool
 	// OutputLimit, when positive, is the output in tokens per choice the
@@ -112,6 +119,26 @@ type Outcome struct {
 	UsageOverReservation bool
 	// CostNanoEUR is the cost committed to the budget, in nano-euros.
 	CostNanoEUR int64
+	// Alias is the alias the call was routed by and Arm the arm of the
+	// backend that served (or last failed); both "" for a backend not
+	// taken from an alias's route.
+	Alias, Arm string
+}
+
+// AliasTarget is what a backend of an alias's route serves: Model, the
+// model id sent as is, and Arm, the target's arm name (else its index in
+// the alias's targets).
+type AliasTarget struct {
+	Model, Arm string
+}
+
+// Route is "<alias>/<arm>", what the Flexway-Route header says of an
+// outcome served through an alias; "" for one that was not.
+func (o Outcome) Route() string {
+	if o.Alias == "" {
+		return ""
+	}
+	return o.Alias + "/" + o.Arm
 }
 
 // SetOutcome records the outcome; later calls replace it.

@@ -40,6 +40,11 @@ type Config struct {
 	// with the first backend's error. Nil: every backend can express every
 	// request.
 	Check func(backend string, req *flexwayv1.CreateChatCompletionRequest) error
+	// ResolveAlias, when set, resolves the alias the call's requested
+	// model names (ai.aliases) into its route, nil when it names none; it
+	// may call an alias's classifier, bounded by its timeout. The route is
+	// the call's default route ([routing.Request.Alias]).
+	ResolveAlias func(ctx context.Context, st *call.State, req any) *routing.AliasRoute
 	// ReserveOutputTokens is reserved for output, per choice, when a
 	// request sets neither max_completion_tokens nor max_tokens
 	// (ai.budget.reserve_output_tokens).
@@ -191,7 +196,7 @@ func (m *Meter) Reserve(ctx context.Context, st *call.State, req any) (r Reserva
 	}
 	st.NoteRequest(req)
 	if m.cfg.Ledger == nil {
-		return Reservation{}, m.plan(st, req, false)
+		return Reservation{}, m.plan(ctx, st, req, false)
 	}
 	ctx, span := m.cfg.Tracer.Start(ctx, "flexway.budget.reserve")
 	defer func() { endSpan(span, err) }()
@@ -212,7 +217,7 @@ func (m *Meter) Reserve(ctx context.Context, st *call.State, req any) (r Reserva
 		}
 		soft = s.Soft
 	}
-	if err := m.plan(st, req, soft); err != nil {
+	if err := m.plan(ctx, st, req, soft); err != nil {
 		return Reservation{}, err
 	}
 	est, _ := m.EstimateFor(req, st.Plan)
@@ -232,12 +237,21 @@ func (m *Meter) Reserve(ctx context.Context, st *call.State, req any) (r Reserva
 // request is req, into st.Plan and st.Soft, without the backends that
 // cannot express a chat request ([Config.Check]); when none can, the
 // error is the first one's and st.Plan is left unset.
-func (m *Meter) plan(st *call.State, req any, soft bool) error {
-	plan, err := m.cfg.Routes.Plan(routing.Request{
-		Tenant: st.Tenant, Agent: st.Agent, Capability: st.Capability, Sensitive: st.Sensitive, Soft: soft,
-	})
+func (m *Meter) plan(ctx context.Context, st *call.State, req any, soft bool) error {
+	r := routing.Request{Tenant: st.Tenant, Agent: st.Agent, Capability: st.Capability, Sensitive: st.Sensitive, Soft: soft}
+	if m.cfg.ResolveAlias != nil {
+		r.Alias = m.cfg.ResolveAlias(ctx, st, req)
+	}
+	plan, err := m.cfg.Routes.Plan(r)
 	if err != nil {
 		return err
+	}
+	if len(plan.Models) > 0 {
+		st.Alias = r.Alias.Name
+		st.AliasTargets = make(map[string]call.AliasTarget, len(plan.Models))
+		for i, b := range plan.Backends {
+			st.AliasTargets[b] = call.AliasTarget{Model: plan.Models[i], Arm: plan.Arms[i]}
+		}
 	}
 	backends := plan.Backends
 	if chat, ok := req.(*flexwayv1.CreateChatCompletionRequest); ok && m.cfg.Check != nil {

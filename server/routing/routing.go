@@ -61,6 +61,31 @@ func (b Backend) Has(c call.Capability) bool { return slices.Contains(b.Capabili
 type Plan struct {
 	// Backends, in order; each appears once.
 	Backends []string
+	// Models, set for a plan made from an alias route, is parallel to
+	// Backends: the model id sent to each backend as is, or "" for a
+	// backend not taken from the alias (it maps the requested model by
+	// its own models and default_model).
+	Models []string
+	// Arms, set with Models, is each backend's alias arm ("" for one not
+	// taken from the alias): what Flexway-Route names.
+	Arms []string
+}
+
+// AliasRoute is the route a requested model's alias resolved to (package
+// server/routing/alias): its targets in order, the first serving and the
+// rest its failover, replacing that backend's own fallback list.
+type AliasRoute struct {
+	// Name is the alias.
+	Name string
+	// Targets, in order; never empty.
+	Targets []AliasTarget
+}
+
+// AliasTarget is one target of an [AliasRoute].
+type AliasTarget struct {
+	// Backend is the backend's name; Model the model id sent as is; Arm
+	// the target's arm name (else its index).
+	Backend, Model, Arm string
 }
 
 // Request is what a plan depends on.
@@ -72,6 +97,9 @@ type Request struct {
 	// its caps: the call goes to [Table.SoftBackend] if it has the
 	// capability.
 	Soft bool
+	// Alias, when set, is the call's default route, from the requested
+	// model's alias; a tenant's or agent's backend override replaces it.
+	Alias *AliasRoute
 }
 
 // Plan returns the call's plan: ai.backend → tenant override → agent
@@ -89,15 +117,19 @@ type Request struct {
 // Plan.Backends. The Table must not change after its first Plan.
 func (t *Table) Plan(r Request) (Plan, error) {
 	name := t.Default
+	override := false
 	if ten, ok := t.Tenants[r.Tenant]; ok {
 		if ten.Backend != "" {
-			name = ten.Backend
+			name, override = ten.Backend, true
 		}
 		if a := ten.Agents[r.Agent]; r.Agent != "" && a != "" {
-			name = a
+			name, override = a, true
 		}
 	}
 	t.once.Do(t.compile)
+	if r.Alias != nil && len(r.Alias.Targets) > 0 && !override {
+		return t.planAlias(r)
+	}
 	if p, ok := t.plans[planKey{name, r.Capability, r.Sensitive, r.Soft}]; ok {
 		return p, nil
 	}
@@ -170,4 +202,30 @@ func (t *Table) plan(name string, capability call.Capability, sensitive, soft bo
 		p.Backends = append(p.Backends, f)
 	}
 	return p, nil
+}
+
+// planAlias plans a call whose default route is its alias's: the first
+// target, then the soft backend, the capability override and the
+// sensitivity pin as for any call; when the first target still serves,
+// the other targets able to serve the call (capability; internal for a
+// sensitive call) are its fallbacks, in order, each with its model and
+// arm; when another backend took its place, that backend's own plan
+// applies and the alias is left.
+func (t *Table) planAlias(r Request) (Plan, error) {
+	first := r.Alias.Targets[0]
+	p, err := t.plan(first.Backend, r.Capability, r.Sensitive, r.Soft)
+	if err != nil || p.Backends[0] != first.Backend {
+		return p, err
+	}
+	out := Plan{Backends: []string{first.Backend}, Models: []string{first.Model}, Arms: []string{first.Arm}}
+	for _, tg := range r.Alias.Targets[1:] {
+		b, ok := t.Backends[tg.Backend]
+		if !ok || !b.Has(r.Capability) || (r.Sensitive && b.External) || slices.Contains(out.Backends, tg.Backend) {
+			continue
+		}
+		out.Backends = append(out.Backends, tg.Backend)
+		out.Models = append(out.Models, tg.Model)
+		out.Arms = append(out.Arms, tg.Arm)
+	}
+	return out, nil
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/flexway/flexway/server"
 	"github.com/flexway/flexway/server/admin"
 	"github.com/flexway/flexway/server/backends"
+	"github.com/flexway/flexway/server/call"
 	"github.com/flexway/flexway/server/config"
 	"github.com/flexway/flexway/server/grpccodec"
 	"github.com/flexway/flexway/server/grpcproxy"
@@ -32,6 +33,7 @@ import (
 	"github.com/flexway/flexway/server/ledger"
 	"github.com/flexway/flexway/server/metering"
 	"github.com/flexway/flexway/server/routing"
+	"github.com/flexway/flexway/server/routing/alias"
 	"github.com/flexway/flexway/server/telemetry"
 	"github.com/flexway/flexway/transcoder"
 	"github.com/flexway/flexway/transcoder/console"
@@ -75,7 +77,11 @@ func (g *Gateway) build(o Options) error {
 	}
 	routes := routingTable(cfg)
 	accts := newAccounts(cfg)
-	meter := newMeter(cfg, led, routes, accts, check, g.proxy, tracer, log)
+	aliases, err := alias.Compile(cfg)
+	if err != nil {
+		return fmt.Errorf("ai.aliases: %w", err)
+	}
+	meter := newMeter(cfg, led, routes, accts, check, aliasResolver(aliases), g.proxy, tracer, log)
 	adminSum, err := adminKeySum(cfg)
 	if err != nil {
 		return err
@@ -107,7 +113,7 @@ func (g *Gateway) build(o Options) error {
 	// request that does not unmarshal is INVALID_ARGUMENT, not INTERNAL.
 	gs := grpccodec.Registrar(g.grpc)
 	g.inproc = inproc.New(chain.UnaryInterceptor(), chain.StreamInterceptor())
-	core := server.New(server.Options{Backends: bs, Models: models, Routes: routes, Logger: log, Tracer: tracer})
+	core := server.New(server.Options{Backends: bs, Models: models, Aliases: aliases.Names(), Routes: routes, Logger: log, Tracer: tracer})
 	core.Register(gs)
 	core.Register(g.inproc)
 	if led != nil {
@@ -147,6 +153,7 @@ func (g *Gateway) build(o Options) error {
 // planned backend ([checkChat]). The budget wiring is this one function.
 func newMeter(cfg *config.Config, led *ledger.Ledger, routes *routing.Table, accts accounts,
 	check func(string, *flexwayv1.CreateChatCompletionRequest) error,
+	resolveAlias func(context.Context, *call.State, any) *routing.AliasRoute,
 	p *grpcproxy.Proxy, tracer trace.Tracer, log *slog.Logger) *metering.Meter {
 	proxied, frameSize := proxiedMetering(p)
 	return metering.New(metering.Config{
@@ -154,6 +161,7 @@ func newMeter(cfg *config.Config, led *ledger.Ledger, routes *routing.Table, acc
 		Routes:                routes,
 		Prices:                prices(cfg),
 		Check:                 check,
+		ResolveAlias:          resolveAlias,
 		ReserveOutputTokens:   cfg.AI.Budget.ReserveOutputTokens,
 		ReserveTokensPerImage: cfg.AI.Vision.ReserveTokensPerImage,
 		MaxOutputTokens:       cfg.AI.Budget.MaxOutputTokens,

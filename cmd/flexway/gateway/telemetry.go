@@ -47,6 +47,10 @@ func newMetrics(cfg *config.Config, p *grpcproxy.Proxy) (*telemetry.Metrics, err
 			o.Models = append(o.Models, b.DefaultModel)
 		}
 	}
+	for name := range cfg.AI.Aliases {
+		// An alias is a model name a caller may request.
+		o.Models = append(o.Models, name)
+	}
 	for _, l := range [][]string{o.Tenants, o.Agents, o.Backends, o.Models} {
 		sort.Strings(l)
 	}

@@ -83,8 +83,13 @@ func (b *Backend) MeteredBy() string { return b.meteredBy }
 // affected and the backend stays usable.
 func (b *Backend) CloseIdleConnections() { b.client.CloseIdleConnections() }
 
-// served returns who serves a call asking for model requested.
-func (b *Backend) served(requested string) backends.Served {
+// served returns who serves a call asking for model requested: the model
+// ctx names ([backends.WithModel], an alias target's) as is, else
+// requested mapped by the backend's models and default_model.
+func (b *Backend) served(ctx context.Context, requested string) backends.Served {
+	if m, ok := backends.ModelFrom(ctx); ok {
+		return backends.Served{Backend: b.name, ModelSent: m}
+	}
 	s := backends.Served{Backend: b.name, ModelSent: requested}
 	if b.models == nil {
 		if requested == "" {
@@ -104,7 +109,7 @@ func (b *Backend) served(requested string) backends.Served {
 // and errors are as the package doc lists them. The answer body is read up
 // to 64 MiB.
 func (b *Backend) CreateChatCompletion(ctx context.Context, req *flexwayv1.CreateChatCompletionRequest) (*flexwayv1.ChatCompletion, backends.Served, error) {
-	served := b.served(req.GetModel())
+	served := b.served(ctx, req.GetModel())
 	if b.wire != nil {
 		resp, err := b.translatedChat(ctx, req, served)
 		return resp, served, err
@@ -118,7 +123,7 @@ func (b *Backend) CreateChatCompletion(ctx context.Context, req *flexwayv1.Creat
 // embeddings. It implements [backends.Backend.CreateEmbedding], as
 // [Backend.CreateChatCompletion] does for a completion.
 func (b *Backend) CreateEmbedding(ctx context.Context, req *flexwayv1.CreateEmbeddingRequest) (*flexwayv1.CreateEmbeddingResponse, backends.Served, error) {
-	served := b.served(req.GetModel())
+	served := b.served(ctx, req.GetModel())
 	if b.wire != nil {
 		resp, err := b.translatedEmbedding(ctx, req, served)
 		return resp, served, err

@@ -43,7 +43,7 @@ var errStreamClosed = errors.New("upstream backend: stream closed")
 // safe for concurrent use, except that Close may be called while Recv
 // waits; the caller must Close it.
 func (b *Backend) StreamChatCompletion(ctx context.Context, req *flexwayv1.CreateChatCompletionRequest) (backends.ChunkStream, backends.Served, error) {
-	served := b.served(req.GetModel())
+	served := b.served(ctx, req.GetModel())
 	if b.wire != nil {
 		s, err := b.translatedStream(ctx, req, served)
 		return s, served, err
