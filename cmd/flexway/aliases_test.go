@@ -69,6 +69,17 @@ func TestFailoverAlias(t *testing.T) {
 	if resp.Header.Get("Flexway-Route") != "" || modelSent(main) != "m-large" {
 		t.Errorf("no alias: route %q, model %v", resp.Header.Get("Flexway-Route"), modelSent(main))
 	}
+	// Calls reach the metrics with their audit line, batched: wait.
+	var metrics []byte
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		metrics, _ = io.ReadAll(send(t, g, "GET", "/metrics", nil, nil).Body)
+		if strings.Contains(string(metrics), `alias="fast"`) {
+			break
+		}
+	}
+	if !strings.Contains(string(metrics), `alias="fast"`) || !strings.Contains(string(metrics), `arm="1"`) {
+		t.Errorf("no alias and arm labels in /metrics")
+	}
 	g.stop()
 	g.wait(t, 10*time.Second)
 	l := auditLines(t, audit)[0]

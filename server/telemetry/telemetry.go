@@ -41,6 +41,9 @@ type Options struct {
 	Operations []string
 	// Features are the (flexway.v1.operation).ai.feature values allowed.
 	Features []string
+	// Aliases and Arms are the alias and arm label values allowed
+	// (ai.aliases names; arm names, target indices, below and above).
+	Aliases, Arms []string
 	// Readers are further readers of the MeterProvider (an OTLP periodic
 	// reader, a manual reader in tests).
 	Readers []sdkmetric.Reader
@@ -73,6 +76,7 @@ type Metrics struct {
 	credentialSets  sync.Map
 
 	tenants, agents, backends, models, operations, features map[string]string
+	aliases, arms                                           map[string]string
 
 	series      sync.Map // callKey → *callSeries
 	httpSets    sync.Map // httpKey → metric.RecordOption
@@ -92,6 +96,8 @@ func New(o Options) (*Metrics, error) {
 		models:     allow(o.Models),
 		operations: allow(o.Operations, "ai.chatCompletions", "ai.embeddings"),
 		features:   allow(o.Features),
+		aliases:    allow(o.Aliases),
+		arms:       allow(o.Arms),
 		handler:    http.NotFoundHandler(),
 	}
 	res := resource.NewSchemaless(attribute.String("service.name", "flexway"))
@@ -200,6 +206,10 @@ type Call struct {
 	Feature string
 	// Outcome is ok, refused, upstream_error, canceled or error.
 	Outcome string
+	// Alias and Arm are the alias the call was routed by and the serving
+	// target's arm; "" for a call that named no alias, whose series carry
+	// neither label.
+	Alias, Arm string
 	// InputTokens and OutputTokens are the usage committed; InputTokens
 	// counts every input token, cached ones included.
 	InputTokens, OutputTokens int64
@@ -221,6 +231,7 @@ var (
 // callKey is the sanitised label values of a call.
 type callKey struct {
 	operation, tenant, agent, backend, model, capability, meteredBy, feature, outcome string
+	alias, arm                                                                        string
 }
 
 // callSeries is the running totals of a callKey and its cached
@@ -247,6 +258,9 @@ func (m *Metrics) RecordCall(_ context.Context, c Call) {
 		meteredBy:  pick(meteredBy, c.MeteredBy),
 		feature:    pick(m.features, c.Feature),
 		outcome:    pick(outcomes, c.Outcome),
+	}
+	if c.Alias != "" {
+		k.alias, k.arm = pick(m.aliases, c.Alias), pick(m.arms, c.Arm)
 	}
 	s := m.seriesFor(k)
 	s.calls.Add(1)
@@ -288,6 +302,10 @@ func (m *Metrics) seriesFor(k callKey) *callSeries {
 		attribute.String("metered_by", k.meteredBy),
 		attribute.String("feature", k.feature),
 		attribute.String("outcome", k.outcome),
+	}
+	if k.alias != "" {
+		// Only a call routed by an alias has these labels.
+		base = append(base, attribute.String("alias", k.alias), attribute.String("arm", k.arm))
 	}
 	with := func(kv ...attribute.KeyValue) metric.ObserveOption {
 		all := append(append(make([]attribute.KeyValue, 0, len(base)+1), base...), kv...)

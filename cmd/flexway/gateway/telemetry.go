@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -47,9 +48,17 @@ func newMetrics(cfg *config.Config, p *grpcproxy.Proxy) (*telemetry.Metrics, err
 			o.Models = append(o.Models, b.DefaultModel)
 		}
 	}
-	for name := range cfg.AI.Aliases {
+	o.Arms = []string{"below", "above"}
+	for name, a := range cfg.AI.Aliases {
 		// An alias is a model name a caller may request.
 		o.Models = append(o.Models, name)
+		o.Aliases = append(o.Aliases, name)
+		for i, t := range a.Targets {
+			o.Arms = append(o.Arms, strconv.Itoa(i))
+			if t.Arm != "" {
+				o.Arms = append(o.Arms, t.Arm)
+			}
+		}
 	}
 	for _, l := range [][]string{o.Tenants, o.Agents, o.Backends, o.Models} {
 		sort.Strings(l)
@@ -86,7 +95,7 @@ func recordLine(m *telemetry.Metrics, accts accounts) func(ctx context.Context, 
 		}
 		m.RecordCall(ctx, telemetry.Call{
 			Operation: l.Operation, Tenant: l.Tenant, Agent: agent, Backend: l.Backend, Model: model,
-			Capability: l.Capability, MeteredBy: l.MeteredBy, Feature: l.Feature, Outcome: l.Outcome,
+			Capability: l.Capability, MeteredBy: l.MeteredBy, Feature: l.Feature, Outcome: l.Outcome, Alias: l.Alias, Arm: l.Arm,
 			InputTokens: l.InputTokens, OutputTokens: l.OutputTokens, CostNanoEUR: l.CostNanoEUR,
 			CacheReadTokens: l.CacheReadTokens, CacheWriteTokens: l.CacheWriteTokens,
 		})
