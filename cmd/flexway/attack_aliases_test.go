@@ -1,0 +1,170 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Attack tests for issue 15 (aliases and credential pools): each one
+// asserts what the issue promises on a real gateway.
+
+// aliasCall posts a chat call for model with the extra headers and
+// returns the status and Flexway-Route after draining the body.
+func aliasCall(t *testing.T, g *testGW, model string, headers map[string]string) (int, string) {
+	t.Helper()
+	h := map[string]string{"Authorization": "Bearer " + demoKey, "Content-Type": "application/json"}
+	for k, v := range headers {
+		h[k] = v
+	}
+	resp := send(t, g, "POST", "/v1/chat/completions", strings.NewReader(`{"model":"`+model+`","messages":[{"role":"user","content":"hi"}]}`), h)
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, resp.Header.Get("Flexway-Route")
+}
+
+// TestAttackAliasStickyHeaderOverHTTP: an A/B alias sticky on
+// header:X-Exp hashes the header's value into the arms; over HTTP the
+// header must reach the resolver, so 16 distinct values over a 50/50
+// split land on both arms (all on one arm means the header was lost and
+// every call fell back to the tenant subject).
+func TestAttackAliasStickyHeaderOverHTTP(t *testing.T) {
+	g, _, _, _ := aliasGateway(t, "    rev:\n      strategy: ab\n      sticky: header:X-Exp\n      targets:\n        - {backend: main, model: a-1, weight: 50, arm: control}\n        - {backend: spare, model: b-1, weight: 50, arm: candidate}\n")
+	arms := map[string]int{}
+	for i := range 16 {
+		st, route := aliasCall(t, g, "rev", map[string]string{"X-Exp": fmt.Sprintf("subject-%d", i)})
+		if st != 200 {
+			t.Fatalf("status %d", st)
+		}
+		arms[route]++
+	}
+	if len(arms) != 2 {
+		t.Fatalf("16 distinct X-Exp subjects all landed on %v: the sticky header does not reach the resolver over HTTP", arms)
+	}
+}
+
+// TestAttackAlias4xxNoFallback: a failover alias whose first target
+// answers 400 must not fall back to the second (never on a 4xx).
+func TestAttackAlias4xxNoFallback(t *testing.T) {
+	bad := newUpstream(t, jsonHandler(400, `{"error":{"message":"bad model","type":"invalid_request_error"}}`))
+	spare := modelEcho(t)
+	c := baseTestConfig(bad.URL)
+	c.Backends = append(c.Backends, baseBackend("spare", spare.URL))
+	c.AI = "  aliases:\n    fast:\n      strategy: failover\n      targets:\n        - {backend: main, model: x-1}\n        - {backend: spare, model: y-1}\n"
+	g := startGateway(t, c.yaml())
+	st, route := aliasCall(t, g, "fast", nil)
+	if st != 400 || len(spare.requests()) != 0 {
+		t.Fatalf("status %d route %q, spare got %d calls: a 4xx must not fall back", st, route, len(spare.requests()))
+	}
+}
+
+// sensitiveAliasGateway: main is external, inner internal and the
+// sensitive backend; aliases are the yaml lines under ai.aliases.
+func sensitiveAliasGateway(t *testing.T, aliases string) (*testGW, *fakeUpstream, *fakeUpstream) {
+	ext, in := modelEcho(t), modelEcho(t)
+	c := testConfig{
+		Keys:             []testKey{acmeBot},
+		Backend:          "main",
+		SensitiveBackend: "inner",
+		Backends: []testBackend{
+			{Name: "main", URL: ext.URL + "/v1", Models: []string{"m-large"}, DefaultModel: "m-large"},
+			{Name: "inner", URL: in.URL + "/v1", Internal: true, Models: []string{"m-local"}, DefaultModel: "m-local"},
+		},
+		AI: "  aliases:\n" + aliases,
+	}
+	return startGateway(t, c.yaml()), ext, in
+}
+
+// TestAttackAliasSensitiveNeverExternal: a sensitive call through a
+// canary, an A/B and a failover alias whose targets include the external
+// backend never reaches it.
+func TestAttackAliasSensitiveNeverExternal(t *testing.T) {
+	g, ext, in := sensitiveAliasGateway(t,
+		"    can:\n      strategy: canary\n      targets:\n        - {backend: main, model: e-1, weight: 50}\n        - {backend: inner, model: i-1, weight: 50}\n"+
+			"    ab:\n      strategy: ab\n      sticky: user\n      targets:\n        - {backend: main, model: e-1, weight: 50}\n        - {backend: inner, model: i-1, weight: 50}\n"+
+			"    fo:\n      strategy: failover\n      targets:\n        - {backend: inner, model: fail}\n        - {backend: main, model: e-1}\n")
+	for _, model := range []string{"can", "ab", "fo"} {
+		for range 8 {
+			aliasCall(t, g, model, map[string]string{"Flexway-Sensitive": "1"})
+		}
+	}
+	if n := len(ext.requests()); n != 0 {
+		t.Fatalf("the external backend got %d sensitive calls (internal got %d)", n, len(in.requests()))
+	}
+}
+
+// TestAttackAliasStreamRouteAfterFailover: a streamed call through a
+// failover alias whose first target 503s is served by the second, and
+// Flexway-Route names it.
+func TestAttackAliasStreamRouteAfterFailover(t *testing.T) {
+	stream := func(w http.ResponseWriter, r *http.Request) {
+		var body struct{ Model string }
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		if body.Model == "fail" {
+			jsonHandler(503, `{"error":{"message":"down"}}`)(w, r)
+			return
+		}
+		sseUpstream(chunk(`[{"index":0,"delta":{"role":"assistant","content":"hey"}}]`, ""),
+			chunk(`[]`, `{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}`))(w, r)
+	}
+	main, spare := newUpstream(t, stream), newUpstream(t, stream)
+	c := baseTestConfig(main.URL)
+	c.Backends = append(c.Backends, baseBackend("spare", spare.URL))
+	c.AI = "  aliases:\n    fast:\n      strategy: failover\n      targets:\n        - {backend: main, model: fail}\n        - {backend: spare, model: tiny-1}\n"
+	g := startGateway(t, c.yaml())
+	resp := post(t, g, "/v1/chat/completions", `{"model":"fast","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || resp.Header.Get("Flexway-Route") != "fast/1" || !strings.Contains(string(raw), "hey") {
+		t.Fatalf("%d route %q: %s", resp.StatusCode, resp.Header.Get("Flexway-Route"), raw)
+	}
+	if modelSent(spare) != "tiny-1" {
+		t.Errorf("spare was sent %v", modelSent(spare))
+	}
+}
+
+// TestAttackClassifierRedirectNotFollowed: a scorer that redirects to
+// another host is an error (above); the other host never gets the text.
+func TestAttackClassifierRedirectNotFollowed(t *testing.T) {
+	thief := newUpstream(t, jsonHandler(200, `{"score":0.0}`))
+	scorer := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, thief.URL+"/score", http.StatusTemporaryRedirect)
+	})
+	g, _, _, _ := aliasGateway(t, "    triage:\n      strategy: classifier\n      classifier: {url: "+scorer.URL+"/score, external: false, timeout: 300ms, threshold: 0.5}\n"+
+		"      below: {backend: spare, model: small-1}\n      above: {backend: main, model: large-1}\n")
+	_, route := aliasCall(t, g, "triage", nil)
+	if route != "triage/above" || len(thief.requests()) != 0 {
+		t.Fatalf("route %q, redirect target got %d calls", route, len(thief.requests()))
+	}
+}
+
+// TestAttackClassifierGarbageScores: string, out-of-range and slow-drip
+// answers all take the above route within the timeout.
+func TestAttackClassifierGarbageScores(t *testing.T) {
+	answer := make(chan string, 1)
+	scorer := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		a := <-answer
+		if a == "drip" {
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, `{"score":`)
+			w.(http.Flusher).Flush()
+			time.Sleep(900 * time.Millisecond)
+			io.WriteString(w, `0.1}`)
+			return
+		}
+		jsonHandler(200, a)(w, r)
+	})
+	g, _, _, _ := aliasGateway(t, "    triage:\n      strategy: classifier\n      classifier: {url: "+scorer.URL+"/score, external: false, timeout: 300ms, threshold: 0.5}\n"+
+		"      below: {backend: spare, model: small-1}\n      above: {backend: main, model: large-1}\n")
+	for _, a := range []string{`{"score":"0.1"}`, `{"score":2}`, `{"score":-0.1}`, `{"score":1e999}`, `{"score":null}`, `[0.1]`, "drip"} {
+		answer <- a
+		start := time.Now()
+		st, route := aliasCall(t, g, "triage", nil)
+		if st != 200 || route != "triage/above" || time.Since(start) > 800*time.Millisecond {
+			t.Errorf("answer %s: status %d route %q took %v", a, st, route, time.Since(start))
+		}
+	}
+}
