@@ -168,3 +168,140 @@ func TestAttackClassifierGarbageScores(t *testing.T) {
 		}
 	}
 }
+
+// bigPoolGateway is poolGateway with a budget 200 parallel calls cannot
+// exhaust and an upstream that streams when asked.
+func bigPoolGateway(t *testing.T) (*testGW, *poolUpstream, *countingUpstream) {
+	t.Helper()
+	t.Setenv("FLEXWAY_TEST_POOL_A", "pool-secret-a")
+	t.Setenv("FLEXWAY_TEST_POOL_B", "pool-secret-b")
+	pu := &poolUpstream{status: map[string]int{}, retry: map[string]string{}}
+	main := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		var body struct{ Stream bool }
+		raw, _ := io.ReadAll(r.Body)
+		_ = json.Unmarshal(raw, &body)
+		key := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+		pu.mu.Lock()
+		status := pu.status[key]
+		pu.mu.Unlock()
+		if body.Stream && status == 0 {
+			pu.mu.Lock()
+			pu.seen = append(pu.seen, key)
+			pu.mu.Unlock()
+			sseUpstream(chunk(`[{"index":0,"delta":{"role":"assistant","content":"streamed"}}]`, ""),
+				chunk(`[]`, `{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}`))(w, r)
+			return
+		}
+		r.Body = io.NopCloser(strings.NewReader(string(raw)))
+		pu.handle(w, r)
+	})
+	cheap := newCounting(t, usageUpstream(10, 5))
+	c := budgetTestConfig(t, main.URL, cheap.URL, "    default: {tokens_per_day: 1000000000}")
+	c.Backends[0].Extra = `      credentials:
+        keys:
+          - {name: a, auth: {type: bearer, secret: env:FLEXWAY_TEST_POOL_A}}
+          - {name: b, auth: {type: bearer, secret: env:FLEXWAY_TEST_POOL_B}}`
+	return startGateway(t, c.yaml()), pu, cheap
+}
+
+// refusal posts one chat call and returns its status, Retry-After and body.
+func refusal(t *testing.T, g *testGW, stream bool) (int, string, string) {
+	t.Helper()
+	body := `{"model":"m","messages":[{"role":"user","content":"hi"}]}`
+	if stream {
+		body = `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`
+	}
+	resp := post(t, g, "/v1/chat/completions", body)
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, resp.Header.Get("Retry-After"), string(raw)
+}
+
+// TestAttackPoolRetryAfterForms: key a rests until an HTTP date two
+// minutes away, key b answers a garbage Retry-After (60 s by default):
+// the refusal is Flexway's 429 with the earliest return, 60 s; a huge
+// Retry-After is capped, not wrapped into "no rest".
+func TestAttackPoolRetryAfterForms(t *testing.T) {
+	g, pu, cheap, log := poolGateway(t)
+	pu.set("pool-secret-a", 429, time.Now().Add(120*time.Second).UTC().Format(http.TimeFormat))
+	pu.set("pool-secret-b", 429, "soon-ish")
+	st, ra, body := refusal(t, g, false)
+	if st != 429 || (ra != "60" && ra != "59") || strings.Contains(body, "upstream says no") || strings.Contains(body, "pool-secret") {
+		t.Fatalf("status %d Retry-After %q: %s", st, ra, body)
+	}
+	states := poolStates(t, g)
+	if !strings.HasPrefix(states, "a=resting until") || !strings.Contains(states, "b=resting until") {
+		t.Fatalf("states %q", states)
+	}
+	if cheap.calls.Load() != 0 || strings.Contains(log.String(), "pool-secret") {
+		t.Fatalf("cheap %d calls; log holds a key", cheap.calls.Load())
+	}
+
+	g2, pu2, _, _ := poolGateway(t)
+	pu2.set("pool-secret-a", 429, "99999999999999999999")
+	if st, _, body := refusal(t, g2, false); st != 200 {
+		t.Fatalf("status %d: %s", st, body)
+	}
+	pu2.set("pool-secret-b", 429, "1e308")
+	st, ra, body = refusal(t, g2, false)
+	if st != 429 || ra == "" || strings.HasPrefix(ra, "-") || ra == "0" {
+		t.Fatalf("huge Retry-After: status %d Retry-After %q: %s", st, ra, body)
+	}
+	if s := poolStates(t, g2); !strings.Contains(s, "a=resting until") || !strings.Contains(s, "b=resting until") {
+		t.Fatalf("states %q", s)
+	}
+}
+
+// TestAttackPoolStreamFirstKey429: a streamed call whose first key 429s
+// is served by the next key, not failed and not fallen back.
+func TestAttackPoolStreamFirstKey429(t *testing.T) {
+	g, pu, cheap := bigPoolGateway(t)
+	pu.set("pool-secret-a", 429, "30")
+	st, _, body := refusal(t, g, true)
+	if st != 200 || !strings.Contains(body, "streamed") || cheap.calls.Load() != 0 {
+		t.Fatalf("status %d, cheap %d: %s", st, cheap.calls.Load(), body)
+	}
+	if pu.keys() != "pool-secret-a,pool-secret-b" {
+		t.Fatalf("keys %s", pu.keys())
+	}
+	// Every key set aside: 502 upstream_credentials_exhausted on a stream too.
+	pu.set("pool-secret-b", 401, "")
+	st, _, body = refusal(t, g, true)
+	if st != 429 && st != 502 || strings.Contains(body, "pool-secret") || strings.Contains(body, "upstream says no") {
+		t.Fatalf("status %d: %s", st, body)
+	}
+}
+
+// TestAttackPoolConcurrentEvenness: 200 parallel calls over two healthy
+// keys split 100/100 (±1); then with key a 429ing, 200 parallel calls are
+// all served (by b) and none falls back.
+func TestAttackPoolConcurrentEvenness(t *testing.T) {
+	g, pu, cheap := bigPoolGateway(t)
+	run := func() map[int]int {
+		out := map[int]int{}
+		res := make(chan int, 200)
+		for range 200 {
+			go func() {
+				resp := post(t, g, "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				res <- resp.StatusCode
+			}()
+		}
+		for range 200 {
+			out[<-res]++
+		}
+		return out
+	}
+	if got := run(); got[200] != 200 {
+		t.Fatalf("statuses %v", got)
+	}
+	a, b := strings.Count(pu.keys(), "pool-secret-a"), strings.Count(pu.keys(), "pool-secret-b")
+	if a < 99 || a > 101 || b < 99 || b > 101 {
+		t.Fatalf("round robin split %d/%d", a, b)
+	}
+	pu.set("pool-secret-a", 429, "30")
+	if got := run(); got[200] != 200 || cheap.calls.Load() != 0 {
+		t.Fatalf("with a 429ing: statuses %v, cheap %d", got, cheap.calls.Load())
+	}
+}
