@@ -305,3 +305,58 @@ func TestAttackPoolConcurrentEvenness(t *testing.T) {
 		t.Fatalf("with a 429ing: statuses %v, cheap %d", got, cheap.calls.Load())
 	}
 }
+
+// TestAttackClassifierExternalSensitive: an external scorer never gets a
+// sensitive call's text (the call goes above without a scorer call).
+func TestAttackClassifierExternalSensitive(t *testing.T) {
+	scorer := newUpstream(t, jsonHandler(200, `{"score":0.1}`))
+	g, _, _, _ := aliasGateway(t, "    triage:\n      strategy: classifier\n      classifier: {url: "+scorer.URL+"/score, external: true, timeout: 300ms, threshold: 0.5}\n"+
+		"      below: {backend: spare, model: small-1}\n      above: {backend: main, model: large-1}\n")
+	aliasCall(t, g, "triage", map[string]string{"Flexway-Sensitive": "1"})
+	if n := len(scorer.requests()); n != 0 {
+		t.Fatalf("the external scorer got %d sensitive calls", n)
+	}
+}
+
+// TestAttackAliasStickyUser: an A/B alias sticky on the OpenAI user field
+// spreads 16 users over both arms, and one user keeps its arm.
+func TestAttackAliasStickyUser(t *testing.T) {
+	g, _, _, _ := aliasGateway(t, "    rev:\n      strategy: ab\n      sticky: user\n      targets:\n        - {backend: main, model: a-1, weight: 50, arm: control}\n        - {backend: spare, model: b-1, weight: 50, arm: candidate}\n")
+	arms := map[string]string{}
+	seen := map[string]int{}
+	for round := range 2 {
+		for i := range 16 {
+			user := fmt.Sprintf("u-%d", i)
+			resp := post(t, g, "/v1/chat/completions", `{"model":"rev","user":"`+user+`","messages":[{"role":"user","content":"hi"}]}`)
+			io.Copy(io.Discard, resp.Body)
+			r := resp.Header.Get("Flexway-Route")
+			if round == 1 && arms[user] != r {
+				t.Fatalf("user %s moved from %q to %q", user, arms[user], r)
+			}
+			arms[user] = r
+			seen[r]++
+		}
+	}
+	if len(seen) != 2 {
+		t.Fatalf("16 users all on %v", seen)
+	}
+}
+
+// TestAttackAliasEmbeddingsChatOnlyTarget: an alias whose target lacks
+// embeddings, asked for embeddings, is a client-facing error or a load
+// error, never a 5xx from the gateway itself nor a call to the target.
+func TestAttackAliasEmbeddingsChatOnlyTarget(t *testing.T) {
+	main, spare := modelEcho(t), modelEcho(t)
+	c := baseTestConfig(main.URL)
+	sb := baseBackend("spare", spare.URL)
+	sb.Capabilities = []string{"chat"}
+	c.Backends = append(c.Backends, sb)
+	c.AI = "  aliases:\n    fast:\n      targets:\n        - {backend: spare, model: chat-1}\n"
+	g := startGateway(t, c.yaml())
+	resp := post(t, g, "/v1/embeddings", `{"model":"fast","input":"hi"}`)
+	raw, _ := io.ReadAll(resp.Body)
+	t.Logf("status %d main %d: %s", resp.StatusCode, len(main.requests()), raw)
+	if resp.StatusCode >= 500 || len(spare.requests()) != 0 {
+		t.Fatalf("status %d, spare %d calls: %s", resp.StatusCode, len(spare.requests()), raw)
+	}
+}
