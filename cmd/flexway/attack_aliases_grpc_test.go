@@ -1,0 +1,90 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+
+	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
+)
+
+// TestAttackAliasGRPC: over gRPC a failover alias serves from its second
+// target with the model sent as is and flexway-route in the header
+// metadata; an A/B alias sticky on header:x-exp reads the metadata.
+func TestAttackAliasGRPC(t *testing.T) {
+	g, _, spare, _ := aliasGateway(t, "    fast:\n      strategy: failover\n      targets:\n        - {backend: main, model: fail}\n        - {backend: spare, model: tiny-1}\n"+
+		"    rev:\n      strategy: ab\n      sticky: header:X-Exp\n      targets:\n        - {backend: main, model: a-1, weight: 50, arm: control}\n        - {backend: spare, model: b-1, weight: 50, arm: candidate}\n")
+	client := flexwayv1.NewChatServiceClient(grpcConn(t, g))
+	var header metadata.MD
+	resp, err := client.CreateChatCompletion(withKey(t, demoKey), &flexwayv1.CreateChatCompletionRequest{
+		Model: "fast", Messages: []*flexwayv1.ChatMessage{userMessage("hi")}}, grpc.Header(&header))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.GetModel() != "tiny-1" || modelSent(spare) != "tiny-1" || strings.Join(header.Get("flexway-route"), ",") != "fast/1" {
+		t.Fatalf("model %q sent %v route %v", resp.GetModel(), modelSent(spare), header.Get("flexway-route"))
+	}
+	arms := map[string]int{}
+	for i := range 16 {
+		var h metadata.MD
+		ctx := metadata.AppendToOutgoingContext(withKey(t, demoKey), "x-exp", fmt.Sprintf("subject-%d", i))
+		if _, err := client.CreateChatCompletion(ctx, &flexwayv1.CreateChatCompletionRequest{
+			Model: "rev", Messages: []*flexwayv1.ChatMessage{userMessage("hi")}}, grpc.Header(&h)); err != nil {
+			t.Fatal(err)
+		}
+		arms[strings.Join(h.Get("flexway-route"), ",")]++
+	}
+	if len(arms) != 2 {
+		t.Fatalf("16 x-exp subjects over gRPC all on %v", arms)
+	}
+}
+
+// TestAttackAliasBudgetAtServingPrice: a failover alias whose first
+// target (main, 1 €/2 € per M tokens) fails is served by cheap (0.10 €/
+// 0.20 €); the committed euros are cheap's price of the usage, the same as
+// a call routed to cheap by itself.
+func TestAttackAliasBudgetAtServingPrice(t *testing.T) {
+	main := newCounting(t, jsonHandler(503, `{"error":{"message":"down"}}`))
+	cheap := newCounting(t, usageUpstream(100000, 0))
+	c := budgetTestConfig(t, main.URL, cheap.URL, "    default: {eur_per_month: 1000}")
+	c.Backends[0].Fallback = ""
+	c.AI = "  aliases:\n    fast:\n      strategy: failover\n      targets:\n        - {backend: main, model: x-1}\n        - {backend: cheap, model: y-1}\n"
+	g := startGateway(t, c.yaml())
+	resp := post(t, g, "/v1/chat/completions", `{"model":"fast","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`)
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || resp.Header.Get("Flexway-Route") != "fast/1" {
+		t.Fatalf("%d %q: %s", resp.StatusCode, resp.Header.Get("Flexway-Route"), raw)
+	}
+	got := committedCap(t, g, "eur_per_month")
+	// 100,000 input tokens at 0.10 € per million: 0.01 €.
+	if got != "0.01" && got != "10000000" {
+		t.Fatalf("committed %s, want cheap's price of 100000 input tokens (0.01 €)", got)
+	}
+}
+
+// committedCap is the acme tenant's committed value of cap.
+func committedCap(t *testing.T, g *testGW, cap string) string {
+	t.Helper()
+	resp := send(t, g, "GET", "/flexway/v1/usage", nil, map[string]string{"Authorization": "Bearer " + testAdminKey})
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("usage %d: %s", resp.StatusCode, raw)
+	}
+	i := strings.Index(string(raw), `"cap":"`+cap+`"`)
+	if i < 0 {
+		t.Fatalf("no %s in %s", cap, raw)
+	}
+	rest := string(raw[i:])
+	j := strings.Index(rest, `"committed":"`)
+	if j < 0 {
+		t.Fatalf("no committed in %s", rest)
+	}
+	rest = rest[j+len(`"committed":"`):]
+	return rest[:strings.Index(rest, `"`)]
+}
