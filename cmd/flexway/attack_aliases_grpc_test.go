@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 
@@ -87,4 +88,57 @@ func committedCap(t *testing.T, g *testGW, cap string) string {
 	}
 	rest = rest[j+len(`"committed":"`):]
 	return rest[:strings.Index(rest, `"`)]
+}
+
+// TestAttackPoolTokenFile: a token_file key is re-read on every call: a
+// token rotated mid-run is sent on the next call; while its file is
+// missing the pool's other key serves (a local read failure is not the
+// upstream's refusal and must not fail the call nor count against the
+// backend).
+func TestAttackPoolTokenFile(t *testing.T) {
+	t.Setenv("FLEXWAY_TEST_POOL_B", "pool-secret-b")
+	tok := t.TempDir() + "/token"
+	if err := os.WriteFile(tok, []byte("rot-1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pu := &poolUpstream{status: map[string]int{}, retry: map[string]string{}}
+	main := newUpstream(t, pu.handle)
+	cheap := newCounting(t, usageUpstream(10, 5))
+	c := budgetTestConfig(t, main.URL, cheap.URL, "    default: {tokens_per_day: 100000}")
+	c.Backends[0].Extra = `      credentials:
+        keys:
+          - {name: a, auth: {type: token_file, path: ` + tok + `}}
+          - {name: b, auth: {type: bearer, secret: env:FLEXWAY_TEST_POOL_B}}`
+	c.Backends[0].CircuitBreaker = "{failures: 3, open_for: 30s}"
+	log := &syncBuffer{}
+	g := startGatewayLog(t, c.yaml(), log)
+	for range 2 {
+		if st, _, body := refusal(t, g, false); st != 200 {
+			t.Fatalf("status %d: %s", st, body)
+		}
+	}
+	if err := os.WriteFile(tok, []byte("rot-2\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if st, _, body := refusal(t, g, false); st != 200 {
+			t.Fatalf("status %d: %s", st, body)
+		}
+	}
+	if got := pu.keys(); got != "rot-1,pool-secret-b,rot-2,pool-secret-b" {
+		t.Fatalf("keys sent %s", got)
+	}
+	os.Remove(tok)
+	before := strings.Count(pu.keys(), "pool-secret-b")
+	for i := range 20 {
+		if st, _, body := refusal(t, g, false); st != 200 {
+			t.Errorf("call %d with key a's token file missing: status %d: %s", i, st, body)
+		}
+	}
+	if served := strings.Count(pu.keys(), "pool-secret-b") - before; cheap.calls.Load() != 0 || served != 20 {
+		t.Errorf("with key a's token file missing, 20 calls: key b served %d, cheap (another backend) %d; want b to serve all 20", served, cheap.calls.Load())
+	}
+	if strings.Contains(log.String(), "rot-") {
+		t.Error("a token reached the log")
+	}
 }
