@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
@@ -141,4 +142,79 @@ func TestAttackPoolTokenFile(t *testing.T) {
 	if strings.Contains(log.String(), "rot-") {
 		t.Error("a token reached the log")
 	}
+}
+
+// TestAttackAliasFailoverListReplacesFallback: a failover alias's list
+// replaces the backend's own fallback, and a canary's weight-0 target is
+// never a failover: when every target fails, neither the backend's
+// fallback nor the weight-0 target is called.
+func TestAttackAliasFailoverListReplacesFallback(t *testing.T) {
+	main := newCounting(t, jsonHandler(503, `{"error":{"message":"down"}}`))
+	cheap := newCounting(t, usageUpstream(10, 5))
+	c := budgetTestConfig(t, main.URL, cheap.URL, "    default: {tokens_per_day: 100000}")
+	c.SoftBackend = ""
+	c.AI = "  aliases:\n    fo:\n      strategy: failover\n      targets:\n        - {backend: main, model: x-1}\n" +
+		"    can:\n      strategy: canary\n      targets:\n        - {backend: main, model: x-1, weight: 100}\n        - {backend: cheap, model: y-1, weight: 0}\n"
+	g := startGateway(t, c.yaml())
+	for _, model := range []string{"fo", "can"} {
+		resp := post(t, g, "/v1/chat/completions", `{"model":"`+model+`","messages":[{"role":"user","content":"hi"}]}`)
+		raw, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode < 500 || cheap.calls.Load() != 0 {
+			t.Errorf("%s: status %d, cheap %d calls: %s", model, resp.StatusCode, cheap.calls.Load(), raw)
+		}
+	}
+}
+
+// TestAttackAliasCostRouteIndex: a cost alias sorts its targets by price
+// at load; Flexway-Route's arm is the serving target's index in targets
+// as written (the cheap one is targets[1]), and the audit line says so.
+func TestAttackAliasCostRouteIndex(t *testing.T) {
+	dear, cheap := modelEcho(t), modelEcho(t)
+	c := baseTestConfig(dear.URL)
+	c.Backends[0].Price = &[2]float64{5, 10}
+	cb := baseBackend("cheap", cheap.URL)
+	cb.Price = &[2]float64{0.1, 0.2}
+	c.Backends = append(c.Backends, cb)
+	c.AuditPath = t.TempDir() + "/audit.jsonl"
+	c.AI = "  aliases:\n    thrifty:\n      strategy: cost\n      targets:\n        - {backend: main, model: dear-1}\n        - {backend: cheap, model: cheap-1}\n" +
+		"    pick:\n      strategy: canary\n      targets:\n        - {backend: main, model: dear-1, weight: 0, arm: off}\n        - {backend: cheap, model: cheap-1, weight: 5}\n"
+	g := startGateway(t, c.yaml())
+	for _, tc := range []struct{ model, route string }{{"thrifty", "thrifty/1"}, {"pick", "pick/1"}} {
+		st, route := aliasCall(t, g, tc.model, nil)
+		if st != 200 || route != tc.route || modelSent(cheap) != "cheap-1" {
+			t.Errorf("%s: status %d route %q (want %q), cheap sent %v", tc.model, st, route, tc.route, modelSent(cheap))
+		}
+	}
+	g.stop()
+	g.wait(t, 10*time.Second)
+	for i, l := range auditLines(t, c.AuditPath) {
+		if l["arm"] != "1" {
+			t.Errorf("audit line %d: alias %v arm %v, want arm 1", i, l["alias"], l["arm"])
+		}
+	}
+}
+
+// TestAttackAliasMetricsLabels: the issue says metrics carry alias and,
+// for canary/ab, arm. After an A/B alias call, some inference series must
+// carry alias="rev" and the serving arm (today the series say
+// model="other": the served model id, outside the label set, and neither
+// the alias nor the arm).
+func TestAttackAliasMetricsLabels(t *testing.T) {
+	g, _, _, _ := aliasGateway(t, "    rev:\n      strategy: ab\n      sticky: agent\n      targets:\n        - {backend: main, model: a-1, weight: 50, arm: control}\n        - {backend: spare, model: b-1, weight: 50, arm: candidate}\n")
+	_, route := aliasCall(t, g, "rev", nil)
+	arm := strings.TrimPrefix(route, "rev/")
+	resp := send(t, g, "GET", "/metrics", nil, map[string]string{"Authorization": ""})
+	raw, _ := io.ReadAll(resp.Body)
+	var series []string
+	for _, l := range strings.Split(string(raw), "\n") {
+		if strings.HasPrefix(l, "flexway_inference_calls_total{") {
+			series = append(series, l)
+		}
+	}
+	for _, l := range series {
+		if strings.Contains(l, `alias="rev"`) && strings.Contains(l, `arm="`+arm+`"`) {
+			return
+		}
+	}
+	t.Fatalf("route %q; no flexway_inference_calls_total series with alias=\"rev\" and arm=%q: %v", route, arm, series)
 }
