@@ -218,3 +218,22 @@ func TestAttackAliasMetricsLabels(t *testing.T) {
 	}
 	t.Fatalf("route %q; no flexway_inference_calls_total series with alias=\"rev\" and arm=%q: %v", route, arm, series)
 }
+
+// TestAttackClassifierSkippedUnderOverride: tenant globex's backend
+// replaces any alias's route, so a classifier alias's verdict is thrown
+// away for it; the prompt must not be sent to an (external) scorer for a
+// verdict nobody uses (today it is, costing the scorer's latency too).
+func TestAttackClassifierSkippedUnderOverride(t *testing.T) {
+	scorer := newUpstream(t, jsonHandler(200, `{"score":0.1}`))
+	g, _, _, _ := aliasGateway(t, "    triage:\n      strategy: classifier\n      classifier: {url: "+scorer.URL+"/score, external: true, timeout: 300ms, threshold: 0.5}\n"+
+		"      below: {backend: spare, model: small-1}\n      above: {backend: main, model: large-1}\n")
+	resp := send(t, g, "POST", "/v1/chat/completions", strings.NewReader(`{"model":"triage","messages":[{"role":"user","content":"secret plan"}]}`),
+		map[string]string{"Authorization": "Bearer sk-test-globex", "Content-Type": "application/json"})
+	io.Copy(io.Discard, resp.Body)
+	if resp.StatusCode != 200 || resp.Header.Get("Flexway-Route") != "" {
+		t.Fatalf("status %d route %q: the tenant's backend should serve", resp.StatusCode, resp.Header.Get("Flexway-Route"))
+	}
+	if n := len(scorer.requests()); n != 0 {
+		t.Fatalf("the external scorer got the prompt %d times for a call its verdict cannot route", n)
+	}
+}
