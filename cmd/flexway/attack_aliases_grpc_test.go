@@ -106,10 +106,7 @@ func TestAttackPoolTokenFile(t *testing.T) {
 	main := newUpstream(t, pu.handle)
 	cheap := newCounting(t, usageUpstream(10, 5))
 	c := budgetTestConfig(t, main.URL, cheap.URL, "    default: {tokens_per_day: 100000}")
-	c.Backends[0].Extra = `      credentials:
-        keys:
-          - {name: a, auth: {type: token_file, path: ` + tok + `}}
-          - {name: b, auth: {type: bearer, secret: env:FLEXWAY_TEST_POOL_B}}`
+	c.Backends[0].Extra = poolWith("{name: a, auth: {type: token_file, path: " + tok + "}}")
 	c.Backends[0].CircuitBreaker = "{failures: 3, open_for: 30s}"
 	log := &syncBuffer{}
 	g := startGatewayLog(t, c.yaml(), log)

@@ -197,11 +197,14 @@ func bigPoolGateway(t *testing.T) (*testGW, *poolUpstream, *countingUpstream) {
 	})
 	cheap := newCounting(t, usageUpstream(10, 5))
 	c := budgetTestConfig(t, main.URL, cheap.URL, "    default: {tokens_per_day: 1000000000}")
-	c.Backends[0].Extra = `      credentials:
-        keys:
-          - {name: a, auth: {type: bearer, secret: env:FLEXWAY_TEST_POOL_A}}
-          - {name: b, auth: {type: bearer, secret: env:FLEXWAY_TEST_POOL_B}}`
+	c.Backends[0].Extra = poolWith("{name: a, auth: {type: bearer, secret: env:FLEXWAY_TEST_POOL_A}}")
 	return startGateway(t, c.yaml()), pu, cheap
+}
+
+// poolWith is main's credentials: key a as given (a YAML flow map), then
+// key b from FLEXWAY_TEST_POOL_B.
+func poolWith(a string) string {
+	return "      credentials:\n        keys:\n          - " + a + "\n          - {name: b, auth: {type: bearer, secret: env:FLEXWAY_TEST_POOL_B}}"
 }
 
 // refusal posts one chat call and returns its status, Retry-After and body.
