@@ -116,16 +116,7 @@ type Request struct {
 // agent, capability, sensitivity, soft) and shared: callers must not modify
 // Plan.Backends. The Table must not change after its first Plan.
 func (t *Table) Plan(r Request) (Plan, error) {
-	name := t.Default
-	override := false
-	if ten, ok := t.Tenants[r.Tenant]; ok {
-		if ten.Backend != "" {
-			name, override = ten.Backend, true
-		}
-		if a := ten.Agents[r.Agent]; r.Agent != "" && a != "" {
-			name, override = a, true
-		}
-	}
+	name, override := t.chosen(r.Tenant, r.Agent)
 	t.once.Do(t.compile)
 	if r.Alias != nil && len(r.Alias.Targets) > 0 && !override {
 		return t.planAlias(r)
@@ -202,6 +193,29 @@ func (t *Table) plan(name string, capability call.Capability, sensitive, soft bo
 		p.Backends = append(p.Backends, f)
 	}
 	return p, nil
+}
+
+// Overridden reports whether a tenant's or agent's backend override
+// chooses the backend of tenant and agent's calls: an alias's route then
+// does not apply (so an alias's classifier need not be asked).
+func (t *Table) Overridden(tenant, agent string) bool {
+	_, o := t.chosen(tenant, agent)
+	return o
+}
+
+// chosen is the backend ai.backend and the tenant and agent overrides
+// choose, and whether an override chose it.
+func (t *Table) chosen(tenant, agent string) (name string, override bool) {
+	name = t.Default
+	if ten, ok := t.Tenants[tenant]; ok {
+		if ten.Backend != "" {
+			name, override = ten.Backend, true
+		}
+		if a := ten.Agents[agent]; agent != "" && a != "" {
+			name, override = a, true
+		}
+	}
+	return name, override
 }
 
 // planAlias plans a call whose default route is its alias's: the first

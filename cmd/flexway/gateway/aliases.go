@@ -19,7 +19,10 @@ import (
 // alias asks its scorer (bounded by its timeout, never with a sensitive
 // call's text when the scorer is external) and takes its below route on a
 // low score. Nil when no alias is declared.
-func aliasResolver(t *alias.Table) func(context.Context, *call.State, any) *routing.AliasRoute {
+//
+// A caller whose tenant or agent has a backend override is not routed by
+// aliases (routes.Overridden): nothing is resolved and no scorer is asked.
+func aliasResolver(t *alias.Table, routes *routing.Table) func(context.Context, *call.State, any) *routing.AliasRoute {
 	if t == nil || len(t.Names()) == 0 {
 		return nil
 	}
@@ -28,6 +31,9 @@ func aliasResolver(t *alias.Table) func(context.Context, *call.State, any) *rout
 	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second}}
 	return func(ctx context.Context, st *call.State, req any) *routing.AliasRoute {
+		if routes.Overridden(st.Tenant, st.Agent) {
+			return nil
+		}
 		var model, user string
 		var chat *flexwayv1.CreateChatCompletionRequest
 		switch r := req.(type) {

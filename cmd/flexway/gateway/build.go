@@ -81,7 +81,7 @@ func (g *Gateway) build(o Options) error {
 	if err != nil {
 		return fmt.Errorf("ai.aliases: %w", err)
 	}
-	meter := newMeter(cfg, led, routes, accts, check, aliasResolver(aliases), g.proxy, tracer, log)
+	meter := newMeter(cfg, led, routes, accts, check, aliasResolver(aliases, routes), g.proxy, tracer, log)
 	adminSum, err := adminKeySum(cfg)
 	if err != nil {
 		return err
@@ -259,8 +259,8 @@ func newGRPCServer(cfg *config.Config, chain *interceptors.Chain, proxy *grpcpro
 
 // newHTTPFront is the HTTP handler: the OpenAI /v1/* front on the
 // in-process channel, with /metrics, admin REST and the console behind it.
-// The headers forwarded to the core are ai.sensitive_header and every
-// relay's identity_headers. Each backend's stream idle timeout is its
+// The headers forwarded to the core are ai.sensitive_header, every
+// relay's identity_headers and the headers A/B aliases are sticky on. Each backend's stream idle timeout is its
 // ai.backends.NAME.idle_timeout. With tracing on, otelhttp adds spans
 // only: the HTTP server metric is the front's access hook, which costs a
 // fraction of otelhttp's.
@@ -270,6 +270,13 @@ func newHTTPFront(cfg *config.Config, local *inproc.Channel, metrics *telemetry.
 	for _, r := range cfg.Identity.Relays {
 		h := r.IdentityHeaders
 		forward = append(forward, h.Tenant, h.Agent, h.Sensitive)
+	}
+	for _, a := range cfg.AI.Aliases {
+		// An A/B alias sticky on a header reads it from the call's
+		// metadata.
+		if subject, name, _ := a.StickySubject(); subject == "header" && name != "" {
+			forward = append(forward, name)
+		}
 	}
 	adminHTTP, err := transcoder.NewAdmin(local)
 	if err != nil {

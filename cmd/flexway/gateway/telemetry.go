@@ -53,7 +53,10 @@ func newMetrics(cfg *config.Config, p *grpcproxy.Proxy) (*telemetry.Metrics, err
 		// An alias is a model name a caller may request.
 		o.Models = append(o.Models, name)
 		o.Aliases = append(o.Aliases, name)
+		// A target's model id is what the upstream serves.
+		o.Models = append(o.Models, a.Below.Model, a.Above.Model)
 		for i, t := range a.Targets {
+			o.Models = append(o.Models, t.Model)
 			o.Arms = append(o.Arms, strconv.Itoa(i))
 			if t.Arm != "" {
 				o.Arms = append(o.Arms, t.Arm)

@@ -69,7 +69,7 @@ func (c credential) header(backend string) (name, value string, err error) {
 	if err != nil {
 		// The cause names the path, for logs; the message says nothing of
 		// the file.
-		return "", "", faults.Wrap(faults.UpstreamError, err, "upstream "+backend+": its token file cannot be used")
+		return "", "", faults.Wrap(faults.UpstreamError, fmt.Errorf("%w: %w", errTokenFile, err), "upstream "+backend+": its token file cannot be used")
 	}
 	return "Authorization", "Bearer " + token, nil
 }
@@ -186,15 +186,25 @@ func (b *Backend) poolStatus(code int) bool {
 // neither is fallen back from nor counted against the circuit.
 func (b *Backend) sendPooled(ctx context.Context, url string, body []byte, accept string) (*exchange, error) {
 	var tried uint64
+	var unreadable error // the last key skipped for its token file
 	for {
 		now := time.Now()
 		i, ok := b.pool.Pick(now, tried)
 		if !ok {
+			if unreadable != nil {
+				return nil, unreadable
+			}
 			return nil, b.poolRefusal(now)
 		}
 		tried |= 1 << i
 		ex, resp, err := b.sendWith(ctx, url, body, accept, b.keys[i], true)
 		switch {
+		case err != nil && errors.Is(err, errTokenFile):
+			// This key's file cannot be read here and now: nothing was
+			// sent, so the next key is tried (the file is read again on
+			// the next call).
+			b.used(i, CredentialFailed)
+			unreadable = err
 		case err != nil:
 			b.used(i, CredentialFailed)
 			return nil, err
@@ -210,6 +220,10 @@ func (b *Backend) sendPooled(ctx context.Context, url string, body []byte, accep
 		}
 	}
 }
+
+// errTokenFile marks a key whose token file could not be read: nothing
+// was sent with it.
+var errTokenFile = errors.New("token file unreadable")
 
 // used reports one attempt on key i to Options.CredentialUse.
 func (b *Backend) used(i int, outcome string) {
