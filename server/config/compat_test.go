@@ -423,3 +423,31 @@ func TestCompatTokenFileNotMounted(t *testing.T) {
 		t.Errorf("warning = %q (path %s, line %d), want one at ai.backends.onprem.auth.path, line 101, wrapping fs.ErrNotExist", w.Error(), w.Path, w.Line)
 	}
 }
+
+// TestCompatAIAliases: issue 15's sections of the reference (ai.aliases of
+// every strategy, main's expected_latency, the credentials comment) load
+// unchanged, with their values.
+func TestCompatAIAliases(t *testing.T) {
+	for k, v := range map[string]string{"MAIN_TOKEN": "main-token", "CHEAP_KEY": "cheap-key", "PEER_KEY": "peer-key",
+		"CLAUDE_KEY": "claude-key", "GEMINI_KEY": "gemini-key", "AGENTX_KEY": "agentx-key"} {
+		t.Setenv(k, v)
+	}
+	cfg, warnings, err := config.LoadWithTokenFiles(filepath.Join(compatDir, "ai-aliases.yaml"), mounted)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	if len(warnings) != 0 {
+		t.Errorf("warnings: %v", warnings)
+	}
+	a := cfg.AI.Aliases
+	runChecks(t, []check{
+		{"aliases", slices.Sorted(maps.Keys(a)), []string{"fast", "reviewer", "smart", "thrifty", "triage"}},
+		{"fast", []any{a["fast"].Strategy, len(a["fast"].Targets), a["fast"].Targets[0].Backend, a["fast"].Targets[0].Model},
+			[]any{config.StrategyFailover, 2, "cheap", "mini-1"}},
+		{"smart weights", []int64{int64(a["smart"].Targets[0].Weight), int64(a["smart"].Targets[1].Weight)}, []int64{90, 10}},
+		{"reviewer", []any{a["reviewer"].Strategy, a["reviewer"].Sticky, a["reviewer"].Targets[1].Arm}, []any{config.StrategyAB, "agent", "candidate"}},
+		{"thrifty", a["thrifty"].Strategy, config.StrategyCost},
+		{"triage", []any{a["triage"].Strategy, a["triage"].Below.Backend, a["triage"].Above.Model}, []any{config.StrategyClassifier, "cheap", "large-1"}},
+		{"main.expected_latency", cfg.AI.Backends["main"].ExpectedLatency.Std(), 800 * time.Millisecond},
+	})
+}
