@@ -44,6 +44,10 @@ func aliasResolver(t *alias.Table, routes *routing.Table) func(context.Context, 
 		default:
 			return nil
 		}
+		if !t.Has(model) {
+			// Most calls name a model: no metadata, no subject.
+			return nil
+		}
 		md, _ := metadata.FromIncomingContext(ctx)
 		route, ok := t.Resolve(model, alias.Subject{Tenant: st.Tenant, Agent: st.Agent, User: user, Header: func(name string) string {
 			if v := md.Get(name); len(v) > 0 {

@@ -160,6 +160,16 @@ func (t *Table) Names() []string {
 	return t.names
 }
 
+// Has reports whether name is an alias: one map lookup, for callers that
+// would otherwise build a [Subject] for every call.
+func (t *Table) Has(name string) bool {
+	if t == nil {
+		return false
+	}
+	_, ok := t.aliases[name]
+	return ok
+}
+
 // Resolve returns the route of the alias name for subject s, and false
 // when name is no alias (the call is routed as before). It allocates
 // nothing and never touches the network; for strategy classifier it
