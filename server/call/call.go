@@ -8,6 +8,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/flexway/flexway/server/policy"
 )
 
 // Capability is what a call needs from a backend.
@@ -41,6 +43,19 @@ type State struct {
 	// Relay is the name of the trusted relay that passed the identity, if
 	// any.
 	Relay string
+	// Listener is where the call came in: "http" (the OpenAI front) or
+	// "grpc" (the gRPC listener), for ai.policies' match.listener.
+	Listener string
+	// Policies are the ai.policies that apply to the call, most specific
+	// first, resolved once (stage 3 of the pipeline) by the governance
+	// interceptor from the listener, operation, requested model, tenant
+	// and agent; the zero Set before, and for a call no policy selects.
+	Policies policy.Set
+	// WouldDeny is the refusal a shadow policy would have made of the
+	// call (governance.mode shadow), nil when none would: the audit line's
+	// would_deny. The first one found is kept (the model rule's before
+	// the backend rule's).
+	WouldDeny *policy.Denial
 	// Sensitive is set when the call must stay on internal backends; it
 	// only ever goes from false to true.
 	Sensitive bool

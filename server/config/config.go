@@ -168,6 +168,9 @@ type AI struct {
 	// Aliases are the model names a client may request that the operator
 	// maps to routes, by alias name; see [Alias].
 	Aliases map[string]Alias `yaml:"aliases"`
+	// Policies are the rules applied to the calls each one matches, in
+	// the order declared; see [Policy].
+	Policies []Policy `yaml:"policies"`
 }
 
 // Budget holds the caps and the ledger (ai.budget.*).
@@ -218,6 +221,12 @@ type Store struct {
 // Caps are the budget limits of a tenant or an agent; a nil field is no cap.
 // The first cap reached decides.
 type Caps struct {
+	// TokensPerMinute caps input plus output tokens in any 60 seconds (a
+	// sliding window, checked before the request body is read too).
+	TokensPerMinute *int64 `yaml:"tokens_per_minute"`
+	// RequestsPerMinute caps the calls admitted in any 60 seconds; a
+	// refused call is not counted.
+	RequestsPerMinute *int64 `yaml:"requests_per_minute"`
 	// TokensPerDay caps input plus output tokens per day.
 	TokensPerDay *int64 `yaml:"tokens_per_day"`
 	// TokensPerMonth caps input plus output tokens per calendar month.
@@ -240,7 +249,8 @@ func (c Caps) NanoEURPerMonth() (nano int64, ok bool) {
 
 // IsZero reports whether no cap is set.
 func (c Caps) IsZero() bool {
-	return c.TokensPerDay == nil && c.TokensPerMonth == nil && c.EURPerMonth == nil
+	return c.TokensPerMinute == nil && c.RequestsPerMinute == nil &&
+		c.TokensPerDay == nil && c.TokensPerMonth == nil && c.EURPerMonth == nil
 }
 
 // Tenant overrides routing and caps for one tenant (ai.tenants.<name>).

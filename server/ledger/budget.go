@@ -15,8 +15,15 @@ import (
 // in errors and in the admin API.
 type Cap string
 
-// The three caps. The first cap reached decides.
+// The caps. The first cap reached decides.
 const (
+	// TokensPerMinute caps input+output tokens in any 60 seconds (a
+	// sliding window of 1-second slots). Unit: tokens.
+	TokensPerMinute Cap = "tokens_per_minute"
+	// RequestsPerMinute caps the calls committed in any 60 seconds (a
+	// sliding window of 1-second slots; a refused or released call is not
+	// counted). Unit: requests.
+	RequestsPerMinute Cap = "requests_per_minute"
 	// TokensPerDay caps input+output tokens per calendar day
 	// ("2026-11-30") in [Policy.Location]. Unit: tokens.
 	TokensPerDay Cap = "tokens_per_day"
@@ -37,6 +44,8 @@ const (
 	UnitTokens Unit = "tokens"
 	// UnitNanoEUR counts nano-euros, 1e-9 € ([EURPerMonth]).
 	UnitNanoEUR Unit = "nano_eur"
+	// UnitRequests counts calls ([RequestsPerMinute]).
+	UnitRequests Unit = "requests"
 )
 
 // Unit returns the unit of the cap: [UnitNanoEUR] for [EURPerMonth],
@@ -53,9 +62,11 @@ func (c Cap) Unit() Unit {
 // negative value is treated as 0 (every metered call refused) — the
 // configuration loader is expected to refuse negative caps before that.
 type Limits struct {
-	TokensPerDay    *int64
-	TokensPerMonth  *int64
-	NanoEURPerMonth *int64
+	TokensPerMinute   *int64
+	RequestsPerMinute *int64
+	TokensPerDay      *int64
+	TokensPerMonth    *int64
+	NanoEURPerMonth   *int64
 }
 
 // Price is what a backend charges: Input, Output, CacheRead and
@@ -119,6 +130,10 @@ type Amount struct {
 // and to its tenant's caps.
 type Account struct {
 	Tenant, Agent string
+	// Policies names the policies ([Policy.Policies]) whose caps hold the
+	// call besides the tenant's and agent's own, in any order; a name the
+	// ledger does not know is ignored. Nil for none.
+	Policies []string
 }
 
 // String renders the account as in messages: `tenant "acme"` or
@@ -143,7 +158,33 @@ type Policy struct {
 	Soft float64
 	// Location is where days and months roll over; nil means UTC.
 	Location *time.Location
+	// Policies are the caps of ai.policies[].budget, by policy name: a
+	// call whose [Account.Policies] names one is held to them too.
+	Policies map[string]PolicyLimits
 }
+
+// PolicyLimits are one policy's caps and whose buckets count them.
+type PolicyLimits struct {
+	// Limits are the caps; a nil field is no cap.
+	Limits Limits
+	// Per says whose buckets count the caps: [PerTenant] (the default,
+	// ""), [PerAgent] or [PerPolicy].
+	Per Per
+}
+
+// Per is whose buckets count a policy's caps.
+type Per string
+
+// The owners of a policy's buckets.
+const (
+	// PerTenant counts a policy's caps per tenant.
+	PerTenant Per = "tenant"
+	// PerAgent counts them per agent of a tenant (the tenant's own calls
+	// share one bucket of the tenant's).
+	PerAgent Per = "agent"
+	// PerPolicy counts every call the policy matches in one bucket.
+	PerPolicy Per = "policy"
+)
 
 // TenantPolicy is one tenant's override.
 type TenantPolicy struct {
@@ -235,7 +276,37 @@ type ExceededError struct {
 	// Reserved is, when ByReservations, the part of Used held by
 	// reservations, in the cap's unit.
 	Reserved int64
+	// Policy is, when Scope is "policy", the name of the policy whose cap
+	// refused.
+	Policy string
+	// Rate is the state of the account's per-minute caps at the refusal,
+	// for the x-ratelimit-* headers of the 429.
+	Rate RateState
 }
+
+// PerMinute reports whether the cap that refused is a per-minute one
+// ([TokensPerMinute], [RequestsPerMinute]): a 429 rate_limited, where the
+// longer caps are budget_exceeded.
+func (e *ExceededError) PerMinute() bool {
+	return e.Cap == TokensPerMinute || e.Cap == RequestsPerMinute
+}
+
+// RateState is, for OpenAI's x-ratelimit-* response headers, the
+// tightest per-minute caps in force for a call's account (its tenant's,
+// its agent's and its policies'): for tokens_per_minute and for
+// requests_per_minute, the limit of the cap with the least left and what
+// is left of it in the current 60-second window after the call's own
+// reservation (never below 0). A limit of -1 means no cap of that kind is
+// in force (no header).
+type RateState struct {
+	// TokensLimit and TokensRemaining are in tokens.
+	TokensLimit, TokensRemaining int64
+	// RequestsLimit and RequestsRemaining are in requests.
+	RequestsLimit, RequestsRemaining int64
+}
+
+// NoRate is the RateState of an account with no per-minute cap.
+var NoRate = RateState{TokensLimit: -1, RequestsLimit: -1}
 
 // Error returns e.g. `tenant "acme" reached its tokens_per_day cap
 // (100 tokens) for 2026-11-30; it resets in 3h12m`, or, when the cap is not
