@@ -42,9 +42,17 @@ const (
 	// declare (403, PERMISSION_DENIED): the relay's key is valid, but no
 	// budget can be charged to the tenant.
 	UnknownTenant Reason = "unknown_tenant"
-	// RateLimited: every credential of the backend's pool
-	// (ai.backends.NAME.credentials) rests after its upstream's 429 (429,
-	// RESOURCE_EXHAUSTED); Retry-After is the earliest key's return.
+	// ModelNotAllowed: a policy's governance.models does not list the
+	// requested model or alias (403, PERMISSION_DENIED; param "model").
+	ModelNotAllowed Reason = "model_not_allowed"
+	// BackendNotAllowed: a policy's governance.backends leaves no backend
+	// of the call's plan (403, PERMISSION_DENIED).
+	BackendNotAllowed Reason = "backend_not_allowed"
+	// RateLimited: a per-minute cap (tokens_per_minute,
+	// requests_per_minute) holds the call back, or every credential of the
+	// backend's pool (ai.backends.NAME.credentials) rests after its
+	// upstream's 429 (429, RESOURCE_EXHAUSTED); Retry-After is when the
+	// window admits the call, or the earliest key's return.
 	RateLimited Reason = "rate_limited"
 	// UpstreamError: every backend failed, or one refused the gateway's
 	// own credentials (502, UNAVAILABLE).
@@ -72,7 +80,7 @@ const (
 // Reasons lists every [Reason], for conformance tests.
 var Reasons = []Reason{
 	InvalidAPIKey, InvalidRequest, RequestTooLarge, NotFound, CapabilityUnavailable,
-	BudgetExceeded, SensitiveNoInternalBackend, UnknownTenant, RateLimited, UpstreamError,
+	BudgetExceeded, SensitiveNoInternalBackend, UnknownTenant, ModelNotAllowed, BackendNotAllowed, RateLimited, UpstreamError,
 	UpstreamCredentialsExhausted, NoBackendAvailable, UpstreamTimeout, UpstreamStatus, Unavailable,
 	Canceled, Internal,
 }
@@ -93,6 +101,8 @@ var reasonTable = map[Reason]reasonInfo{
 	BudgetExceeded:               {codes.ResourceExhausted, http.StatusTooManyRequests, "insufficient_quota"},
 	SensitiveNoInternalBackend:   {codes.PermissionDenied, http.StatusForbidden, "permission_error"},
 	UnknownTenant:                {codes.PermissionDenied, http.StatusForbidden, "permission_error"},
+	ModelNotAllowed:              {codes.PermissionDenied, http.StatusForbidden, "permission_error"},
+	BackendNotAllowed:            {codes.PermissionDenied, http.StatusForbidden, "permission_error"},
 	RateLimited:                  {codes.ResourceExhausted, http.StatusTooManyRequests, "requests"},
 	UpstreamError:                {codes.Unavailable, http.StatusBadGateway, "server_error"},
 	UpstreamCredentialsExhausted: {codes.Unavailable, http.StatusBadGateway, "server_error"},

@@ -28,6 +28,8 @@ func TestEveryReasonMaps(t *testing.T) {
 		faults.BudgetExceeded:               {codes.ResourceExhausted, 429},
 		faults.SensitiveNoInternalBackend:   {codes.PermissionDenied, 403},
 		faults.UnknownTenant:                {codes.PermissionDenied, 403},
+		faults.ModelNotAllowed:              {codes.PermissionDenied, 403},
+		faults.BackendNotAllowed:            {codes.PermissionDenied, 403},
 		faults.RateLimited:                  {codes.ResourceExhausted, 429},
 		faults.UpstreamError:                {codes.Unavailable, 502},
 		faults.UpstreamCredentialsExhausted: {codes.Unavailable, 502},
