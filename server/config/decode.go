@@ -62,8 +62,10 @@ func load(name, dir string, data []byte, canOpen func(path string) error) (*Conf
 	problems := d.problems
 	// A key that failed to decode kept its default or zero: validating it
 	// would only repeat the decode error less clearly.
+	// Nor is a warning that a value sets nothing useful when it set a
+	// section this build refuses (a policy with only prompt_logging).
 	for _, p := range col.problems {
-		if !d.failedUnder(p.Path) {
+		if !d.failedUnder(p.Path) && !(p.Warning && slices.Contains(d.later, p.Path)) {
 			problems = append(problems, p)
 		}
 	}
@@ -155,6 +157,7 @@ type decoder struct {
 	problems Problems
 	failed   []string        // key paths whose value did not decode
 	nulls    map[string]bool // key paths written as null ("key:"): left at their default
+	later    []string        // key paths of values that set a section a later release enforces
 }
 
 func (d *decoder) decodeDocument(data []byte, c *Config) error {
@@ -288,6 +291,7 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
 			if what, ok := laterSection(later, kv.key.Value); ok {
 				d.problems = append(d.problems, Problem{Line: kv.key.Line, Path: child,
 					Err: &notEnforcedError{section: what}})
+				d.later = append(d.later, path)
 				continue
 			}
 			d.problems = append(d.problems, Problem{Line: kv.key.Line, Path: child,

@@ -241,6 +241,10 @@ func TestLoadPolicyErrors(t *testing.T) {
       budget: {requests_per_minute: 5}
       prompt_logging: {enabled: true}
 `, "ai.policies[0].prompt_logging", "32: ai.policies[0].prompt_logging: this build does not enforce a policy's prompt_logging yet (a later version will): remove the section, it would not be applied"},
+		{"prompt_logging alone (no warning that the policy sets nothing)", `    - name: p
+      match: {tenant: acme, agent: support-bot}
+      prompt_logging: {enabled: true}
+`, "ai.policies[0].prompt_logging", "32: ai.policies[0].prompt_logging: this build does not enforce a policy's prompt_logging yet (a later version will): remove the section, it would not be applied"},
 		{"cache", `    - name: everyone
       governance: {models: ["*"]}
     - name: p
