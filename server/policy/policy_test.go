@@ -303,3 +303,30 @@ func TestPolicyDeclaration(t *testing.T) {
 		t.Errorf("no governance: %+v", ps[0])
 	}
 }
+
+func TestConsumerIgnoresListenerAndModel(t *testing.T) {
+	tab := Compile([]config.Policy{
+		{Name: "global"},
+		{Name: "grpc-only", Match: config.PolicyMatch{Listener: "grpc"}},
+		{Name: "embed", Match: config.PolicyMatch{Operation: config.OperationEmbeddings}},
+		{Name: "chat-fast", Match: config.PolicyMatch{Operation: config.OperationChatCompletions, Model: "fast"}},
+		{Name: "acme", Match: config.PolicyMatch{Tenant: "acme"}},
+		{Name: "acme-bot", Match: config.PolicyMatch{Tenant: "acme", Agent: "bot"}},
+		{Name: "globex", Match: config.PolicyMatch{Tenant: "globex"}},
+		{Name: "any-bot", Match: config.PolicyMatch{Agent: "bot"}},
+	})
+	var got []string
+	for _, p := range tab.Consumer(config.OperationChatCompletions, "acme", "bot") {
+		got = append(got, p.Name)
+	}
+	if want := []string{"acme-bot", "any-bot", "acme", "chat-fast", "grpc-only", "global"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("agent view = %v, want %v", got, want)
+	}
+	got = nil
+	for _, p := range tab.Consumer(config.OperationEmbeddings, "acme", "") {
+		got = append(got, p.Name)
+	}
+	if want := []string{"acme", "embed", "grpc-only", "global"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("tenant view = %v, want %v", got, want)
+	}
+}
