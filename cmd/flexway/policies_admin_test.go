@@ -6,6 +6,11 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
 )
 
 // policiesAdminConfig is the OCR proxy's configuration (an
@@ -142,7 +147,8 @@ func TestAdminPoliciesView(t *testing.T) {
 }
 
 // TestAdminPoliciesRefusals: an unknown tenant or agent is 404 not_found
-// in problem details; no admin key, or a tenant's key, is 401.
+// in problem details (NOT_FOUND over gRPC); no admin key, or a tenant's
+// key, is 401.
 func TestAdminPoliciesRefusals(t *testing.T) {
 	g := startGateway(t, policiesAdminConfig(t))
 	admin := map[string]string{"Authorization": "Bearer " + testAdminKey}
@@ -167,5 +173,25 @@ func TestAdminPoliciesRefusals(t *testing.T) {
 		if tc.code != "" && !strings.Contains(string(raw), `"code":"`+tc.code+`"`) {
 			t.Errorf("%s: %s; want code %s", tc.path, raw, tc.code)
 		}
+	}
+}
+
+// TestAdminPoliciesGRPC: the same view over gRPC AdminService.
+func TestAdminPoliciesGRPC(t *testing.T) {
+	g := startGateway(t, policiesAdminConfig(t))
+	client := flexwayv1.NewAdminServiceClient(grpcConn(t, g))
+	got, err := client.GetAgentPolicies(withKey(t, testAdminKey), &flexwayv1.GetAgentPoliciesRequest{Tenant: "acme", Agent: "bot"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ops := got.GetOperations(); len(ops) != 4 || ops[3].GetOperation() != "acme.ocr.v1.OcrService" ||
+		len(ops[0].GetPolicies()) != 4 || ops[0].GetPolicies()[0].GetName() != "bot-shadow" || ops[0].GetPolicies()[0].GetMode() != "shadow" {
+		t.Errorf("agent view over gRPC: %v", got)
+	}
+	if _, err := client.GetTenantPolicies(withKey(t, testAdminKey), &flexwayv1.GetTenantPoliciesRequest{Tenant: "nobody"}); status.Code(err) != codes.NotFound {
+		t.Errorf("unknown tenant over gRPC: %v, want NOT_FOUND", err)
+	}
+	if _, err := client.GetTenantPolicies(withKey(t, demoKey), &flexwayv1.GetTenantPoliciesRequest{Tenant: "acme"}); status.Code(err) != codes.Unauthenticated {
+		t.Errorf("a tenant's key over gRPC: %v, want UNAUTHENTICATED", err)
 	}
 }

@@ -164,6 +164,14 @@ func TestResolveSharesOneGroupsSlice(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { _ = tab.Resolve(k).BudgetNames() }); n != 0 {
 		t.Fatalf("Resolve+BudgetNames of one group: %v allocations, want 0", n)
 	}
+	merged := Compile([]config.Policy{
+		{Name: "a", Match: config.PolicyMatch{Tenant: "acme"}},
+		{Name: "b", Match: config.PolicyMatch{Listener: "http"}},
+		{Name: "c"},
+	})
+	if n := testing.AllocsPerRun(100, func() { _ = merged.Resolve(k).BudgetNames() }); n != 1 {
+		t.Fatalf("Resolve+BudgetNames of three groups, no budget: %v allocations, want 1", n)
+	}
 	if got := tab.Resolve(k).BudgetNames(); !reflect.DeepEqual(got, []string{"b"}) {
 		t.Fatalf("BudgetNames = %v", got)
 	}
