@@ -26,6 +26,10 @@ import (
 // created); those of a window windowLife (2 minutes) after their last
 // reservation or commit (PEXPIRE, by the Redis server's clock). A window's
 // slots are pruned, in the scripts that read it, by the ledger's clock.
+// Both keys of a window get the same TTL whenever one is set, so that no
+// hold outlives its deadline set. A call that holds a window for longer
+// than windowLife while nothing else uses that window loses its hold there
+// (its slot aged out long before: only the hold was still counted).
 //
 // Rollback detection: every commit increments "s" in the same script that
 // applies it; every script returns (e, s), and every replica remembers the
@@ -212,7 +216,10 @@ for i = 0, (#KEYS - 3) / 2 - 1 do
       if lo and tonumber(slot) >= lo then
         redis.call('HINCRBY', b, slot, amt)
         redis.call('HINCRBY', b, 's', amt)
+        -- b and z always expire together: a z gone before b would leave
+        -- the holds it listed in "r" for good.
         redis.call('PEXPIRE', b, wttl)
+        redis.call('PEXPIRE', z, wttl)
       end
     elseif redis.call('HINCRBY', b, 'c', amt) == tonumber(amt) then
       redis.call('EXPIREAT', b, ARGV[8 + 4*i])

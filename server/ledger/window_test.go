@@ -395,12 +395,28 @@ func TestRedisWindowKeys(t *testing.T) {
 	if ms, err := c.PTTL(ctx, key).Result(); err != nil || ms <= 0 || ms > windowLife {
 		t.Errorf("TTL %v %v, want (0, %v]", ms, err, windowLife)
 	}
+	// The keys expire together: a commit moves the deadline set's TTL
+	// with the hash's, or the hold of a call still in flight would stay
+	// in "r" once the set is gone.
+	held := mustReserve(t, l, acme, Amount{Tokens: 1})
+	r := mustReserve(t, l, acme, Amount{Tokens: 1})
+	time.Sleep(200 * time.Millisecond)
+	mustCommit(t, l, r, Amount{Tokens: 1})
+	bt, err1 := c.PTTL(ctx, key).Result()
+	zt, err2 := c.PTTL(ctx, keyPrefix+"z:t:acme:tokens_per_minute").Result()
+	if err1 != nil || err2 != nil || bt-zt > 100*time.Millisecond || zt <= 0 {
+		t.Errorf("TTLs: hash %v, deadline set %v (%v %v)", bt, zt, err1, err2)
+	}
+	if err := l.Release(ctx, held); err != nil {
+		t.Fatal(err)
+	}
+
 	clk.Add(31 * time.Second) // t0's slot ages out
-	if u := usageOf(t, l, acme, TokensPerMinute); u.Committed != 7 {
-		t.Errorf("usage %+v, want 7 committed", u)
+	if u := usageOf(t, l, acme, TokensPerMinute); u.Committed != 8 || u.Reserved != 0 {
+		t.Errorf("usage %+v, want 8 committed (7+1 in t0+30's slot)", u)
 	}
 	got, err = c.HGetAll(ctx, key).Result()
-	if err != nil || len(got) != 4 || got["s"] != "7" || got[s0] != "" || got["lo"] != itoa(t0.Unix()+1) {
+	if err != nil || len(got) != 4 || got["s"] != "8" || got[s30] != "8" || got[s0] != "" || got["lo"] != itoa(t0.Unix()+1) {
 		t.Errorf("window hash after pruning %v %v", got, err)
 	}
 	clk.Add(10 * time.Minute) // a long idle time: every slot pruned at once
