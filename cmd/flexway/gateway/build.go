@@ -94,8 +94,10 @@ func (g *Gateway) build(o Options) error {
 	if err != nil {
 		return fmt.Errorf("ai.vision: %w", err)
 	}
+	policies := policyTable(cfg)
 	chain, err := interceptors.New(interceptors.Config{
 		Audit:           g.auditing(accts),
+		Governance:      governing(policies, g.proxy),
 		Vision:          images,
 		Keys:            keys,
 		OperationNamer:  newOperationNamer(),
@@ -113,7 +115,7 @@ func (g *Gateway) build(o Options) error {
 	// request that does not unmarshal is INVALID_ARGUMENT, not INTERNAL.
 	gs := grpccodec.Registrar(g.grpc)
 	g.inproc = inproc.New(chain.UnaryInterceptor(), chain.StreamInterceptor())
-	core := server.New(server.Options{Backends: bs, Models: models, Aliases: aliases.Names(), Routes: routes, Logger: log, Tracer: tracer})
+	core := server.New(server.Options{Backends: bs, Models: models, Aliases: aliases.Names(), Routes: routes, Policies: policies, Logger: log, Tracer: tracer})
 	core.Register(gs)
 	core.Register(g.inproc)
 	if led != nil {
