@@ -323,7 +323,7 @@ func TestGovernanceListener(t *testing.T) {
 func TestGovernanceListModels(t *testing.T) {
 	g, _, _ := govGateway(t, nil)
 	for key, want := range map[string][]string{
-		demoKey:   {"fast", "m-small"},
+		demoKey:      {"fast", "m-small"},
 		govGlobexKey: {"fast", "m-large", "m-small"},
 	} {
 		if got := httpModels(t, g, key); !slices.Equal(got, want) {
@@ -364,4 +364,3 @@ func grpcModels(t *testing.T, g *testGW, key string) []string {
 	}
 	return ids
 }
-
