@@ -31,7 +31,8 @@ const (
 // govPolicies are the governance tests' ai.policies: everyone may call
 // every model; acme only fast and m-small, on cheap and onprem; globex's
 // allowlist is a dry run; initech may call nothing over gRPC; hooli may
-// only be served by spare, which none of its plans holds.
+// only be served by spare, which none of its plans holds; globex's
+// backend allowlist (spare) is a dry run too.
 const govPolicies = `  aliases:
     fast:
       strategy: failover
@@ -49,6 +50,9 @@ const govPolicies = `  aliases:
     - name: globex-dry-run
       match: {tenant: globex}
       governance: {models: [m-small], mode: shadow}
+    - name: globex-spare-dry-run
+      match: {tenant: globex}
+      governance: {backends: [spare], mode: shadow}
     - name: initech-grpc-none
       match: {listener: grpc, tenant: initech}
       governance: {models: []}
@@ -207,10 +211,11 @@ func TestGovernanceModelNotAllowed(t *testing.T) {
 	}
 }
 
-// TestGovernanceShadow: globex's dry-run allowlist refuses nothing: the
-// call is served (200), its audit line says would_deny with the policy and
-// the reason, and flexway_policy_would_deny_total counts it; a listed
-// model carries no would_deny.
+// TestGovernanceShadow: globex's dry-run allowlists refuse nothing: the
+// calls are served (200) on main, their audit lines say would_deny with
+// the policy and the reason (the model rule's first, then the backend
+// rule's for a listed model), and flexway_policy_would_deny_total counts
+// each.
 func TestGovernanceShadow(t *testing.T) {
 	g, ups, audit := govGateway(t, nil)
 	if code, body := chatAs(t, g, govGlobexKey, "m-large"); code != 200 {
@@ -224,8 +229,13 @@ func TestGovernanceShadow(t *testing.T) {
 	}
 	resp := send(t, g, "GET", "/metrics", nil, nil)
 	raw, _ := io.ReadAll(resp.Body)
-	if want := `flexway_policy_would_deny_total{policy="globex-dry-run",reason="model_not_allowed"} 1`; !strings.Contains(string(raw), want) {
-		t.Errorf("/metrics lacks %s", want)
+	for _, want := range []string{
+		`flexway_policy_would_deny_total{policy="globex-dry-run",reason="model_not_allowed"} 1`,
+		`flexway_policy_would_deny_total{policy="globex-spare-dry-run",reason="backend_not_allowed"} 1`,
+	} {
+		if !strings.Contains(string(raw), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
 	}
 	g.stop()
 	_ = g.wait(t, 10*time.Second)
@@ -237,8 +247,9 @@ func TestGovernanceShadow(t *testing.T) {
 	if lines[0]["outcome"] != "ok" || wd["policy"] != "globex-dry-run" || wd["reason"] != "model_not_allowed" || len(wd) != 2 {
 		t.Errorf("shadowed call's line: %v", lines[0])
 	}
-	if _, ok := lines[1]["would_deny"]; ok {
-		t.Errorf("an allowed call's line carries would_deny: %v", lines[1])
+	wd, _ = lines[1]["would_deny"].(map[string]any)
+	if lines[1]["outcome"] != "ok" || wd["policy"] != "globex-spare-dry-run" || wd["reason"] != "backend_not_allowed" {
+		t.Errorf("backend-shadowed call's line: %v", lines[1])
 	}
 }
 
