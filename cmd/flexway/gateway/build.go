@@ -5,7 +5,9 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
+	"slices"
 	"time"
 
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
@@ -32,6 +34,7 @@ import (
 	"github.com/flexway/flexway/server/imagecheck"
 	"github.com/flexway/flexway/server/ledger"
 	"github.com/flexway/flexway/server/metering"
+	"github.com/flexway/flexway/server/policy"
 	"github.com/flexway/flexway/server/routing"
 	"github.com/flexway/flexway/server/routing/alias"
 	"github.com/flexway/flexway/server/telemetry"
@@ -119,7 +122,8 @@ func (g *Gateway) build(o Options) error {
 	core.Register(gs)
 	core.Register(g.inproc)
 	if led != nil {
-		as := admin.New(led, accts, func() []*flexwayv1.BackendState { return backendStates(cfg, routes, bs, pools) })
+		as := admin.New(led, accts, func() []*flexwayv1.BackendState { return backendStates(cfg, routes, bs, pools) },
+			policy.Compile(cfg.AI.Policies), slices.Collect(maps.Keys(cfg.AI.GRPC.Services)))
 		flexwayv1.RegisterAdminServiceServer(gs, as)
 		flexwayv1.RegisterAdminServiceServer(g.inproc, as)
 	}
