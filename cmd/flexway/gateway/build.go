@@ -34,7 +34,6 @@ import (
 	"github.com/flexway/flexway/server/imagecheck"
 	"github.com/flexway/flexway/server/ledger"
 	"github.com/flexway/flexway/server/metering"
-	"github.com/flexway/flexway/server/policy"
 	"github.com/flexway/flexway/server/routing"
 	"github.com/flexway/flexway/server/routing/alias"
 	"github.com/flexway/flexway/server/telemetry"
@@ -123,7 +122,7 @@ func (g *Gateway) build(o Options) error {
 	core.Register(g.inproc)
 	if led != nil {
 		as := admin.New(led, accts, func() []*flexwayv1.BackendState { return backendStates(cfg, routes, bs, pools) },
-			policy.Compile(cfg.AI.Policies), slices.Collect(maps.Keys(cfg.AI.GRPC.Services)))
+			policies, slices.Collect(maps.Keys(cfg.AI.GRPC.Services)))
 		flexwayv1.RegisterAdminServiceServer(gs, as)
 		flexwayv1.RegisterAdminServiceServer(g.inproc, as)
 	}
