@@ -34,7 +34,6 @@ import (
 	"github.com/flexway/flexway/server/imagecheck"
 	"github.com/flexway/flexway/server/ledger"
 	"github.com/flexway/flexway/server/metering"
-	"github.com/flexway/flexway/server/policy"
 	"github.com/flexway/flexway/server/routing"
 	"github.com/flexway/flexway/server/routing/alias"
 	"github.com/flexway/flexway/server/telemetry"
@@ -97,8 +96,10 @@ func (g *Gateway) build(o Options) error {
 	if err != nil {
 		return fmt.Errorf("ai.vision: %w", err)
 	}
+	policies := policyTable(cfg)
 	chain, err := interceptors.New(interceptors.Config{
 		Audit:           g.auditing(accts),
+		Governance:      governing(policies, g.proxy),
 		Vision:          images,
 		Keys:            keys,
 		OperationNamer:  newOperationNamer(),
@@ -116,12 +117,12 @@ func (g *Gateway) build(o Options) error {
 	// request that does not unmarshal is INVALID_ARGUMENT, not INTERNAL.
 	gs := grpccodec.Registrar(g.grpc)
 	g.inproc = inproc.New(chain.UnaryInterceptor(), chain.StreamInterceptor())
-	core := server.New(server.Options{Backends: bs, Models: models, Aliases: aliases.Names(), Routes: routes, Logger: log, Tracer: tracer})
+	core := server.New(server.Options{Backends: bs, Models: models, Aliases: aliases.Names(), Routes: routes, Policies: policies, Logger: log, Tracer: tracer})
 	core.Register(gs)
 	core.Register(g.inproc)
 	if led != nil {
 		as := admin.New(led, accts, func() []*flexwayv1.BackendState { return backendStates(cfg, routes, bs, pools) },
-			policy.Compile(cfg.AI.Policies), slices.Collect(maps.Keys(cfg.AI.GRPC.Services)))
+			policies, slices.Collect(maps.Keys(cfg.AI.GRPC.Services)))
 		flexwayv1.RegisterAdminServiceServer(gs, as)
 		flexwayv1.RegisterAdminServiceServer(g.inproc, as)
 	}
