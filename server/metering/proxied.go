@@ -72,6 +72,7 @@ func (m *Meter) ReserveProxied(ctx context.Context, st *call.State, fullMethod s
 	if err != nil {
 		return nil, true, err
 	}
+	acct.Policies = budgetNames(st)
 	s, err := m.cfg.Ledger.Check(ctx, acct)
 	if err := refusal(s, err); err != nil {
 		return nil, true, err
@@ -85,6 +86,21 @@ func (m *Meter) ReserveProxied(ctx context.Context, st *call.State, fullMethod s
 		pc.res = res
 	}
 	return pc, true, nil
+}
+
+// Rate is the state of the call's per-minute caps after its first
+// reservation, for the x-ratelimit-* headers ([RateHeaders]):
+// [ledger.NoRate] for a nil call and for a per-byte call (which reserves
+// as its messages pass, after its header is sent).
+func (c *ProxiedCall) Rate() ledger.RateState {
+	if c == nil {
+		return ledger.NoRate
+	}
+	res, _ := c.reservations()
+	if res == nil {
+		return ledger.NoRate
+	}
+	return reservationRate(res)
 }
 
 // grow makes a per-byte call's reservation cover total bytes, twice ahead

@@ -32,6 +32,7 @@ import (
 	"github.com/flexway/flexway/server/imagecheck"
 	"github.com/flexway/flexway/server/ledger"
 	"github.com/flexway/flexway/server/metering"
+	"github.com/flexway/flexway/server/policy"
 	"github.com/flexway/flexway/server/routing"
 	"github.com/flexway/flexway/server/routing/alias"
 	"github.com/flexway/flexway/server/telemetry"
@@ -128,15 +129,15 @@ func (g *Gateway) build(o Options) error {
 	// The HTTP front's check before the body: the caller it identifies
 	// travels in the admission (an in-process context value), so that
 	// the identity interceptor does not look the key up again.
-	var admit func(context.Context) (context.Context, error)
+	var admit func(context.Context, string) (context.Context, error)
 	if led != nil {
-		admit = func(ctx context.Context) (context.Context, error) {
+		admit = func(ctx context.Context, operation string) (context.Context, error) {
 			md, _ := metadata.FromOutgoingContext(ctx)
 			id, err := identity.Identify(keys, md)
 			if err != nil {
 				return ctx, err
 			}
-			return meter.Admit(ctx, id)
+			return meter.Admit(ctx, id, operation)
 		}
 	}
 	g.http, err = newHTTPFront(cfg, g.inproc, g.metrics, adminSum, admit, readiness(led, g.audit), tp, log)
@@ -170,9 +171,19 @@ func newMeter(cfg *config.Config, led *ledger.Ledger, routes *routing.Table, acc
 		Known:                 accts.Known,
 		Proxied:               proxied,
 		FrameSize:             frameSize,
+		Policies:              meterPolicies(cfg),
 		Tracer:                tracer,
 		Logger:                log,
 	})
+}
+
+// meterPolicies is the compiled ai.policies for the meter's pre-body check
+// ([metering.Config.Policies]); nil when none is declared.
+func meterPolicies(cfg *config.Config) *policy.Table {
+	if len(cfg.AI.Policies) == 0 {
+		return nil
+	}
+	return policy.Compile(cfg.AI.Policies)
 }
 
 // checkChat is the meter's [metering.Config.Check] over the built
@@ -265,7 +276,7 @@ func newGRPCServer(cfg *config.Config, chain *interceptors.Chain, proxy *grpcpro
 // only: the HTTP server metric is the front's access hook, which costs a
 // fraction of otelhttp's.
 func newHTTPFront(cfg *config.Config, local *inproc.Channel, metrics *telemetry.Metrics, adminSum *[sha256.Size]byte,
-	admit func(context.Context) (context.Context, error), ready func() error, tp trace.TracerProvider, log *slog.Logger) (http.Handler, error) {
+	admit func(context.Context, string) (context.Context, error), ready func() error, tp trace.TracerProvider, log *slog.Logger) (http.Handler, error) {
 	forward := []string{cfg.AI.SensitiveHeader}
 	for _, r := range cfg.Identity.Relays {
 		h := r.IdentityHeaders
