@@ -16,6 +16,7 @@ import (
 	"github.com/flexway/flexway/interceptors/adminkey"
 	"github.com/flexway/flexway/interceptors/audit"
 	"github.com/flexway/flexway/interceptors/budget"
+	"github.com/flexway/flexway/interceptors/governance"
 	"github.com/flexway/flexway/interceptors/identity"
 	"github.com/flexway/flexway/interceptors/sensitivity"
 	"github.com/flexway/flexway/interceptors/validate"
@@ -40,6 +41,11 @@ type Config struct {
 	// Audit writes the audit line of every inference call and refuses
 	// them while it cannot; nil audits nothing.
 	Audit *audit.Config
+	// Governance resolves each call's ai.policies and applies their model
+	// rules (and a proxied call's backend rule); nil, or a table with no
+	// policy, leaves the interceptor out of the chain: an ungoverned call
+	// pays nothing for it.
+	Governance *governance.Config
 	// Vision checks image parts (sizes, data: URIs, origins); nil checks
 	// none.
 	Vision *imagecheck.Checker
@@ -58,11 +64,12 @@ type Config struct {
 // call passes the same interceptors. Calls pass them as an onion,
 // outermost first:
 //
-//	recovery → admin → identity → audit → sensitivity → validate → vision → budget → service
-//	   ↑__________________________________________________________________________________|  (responses return outward)
+//	recovery → admin → identity → audit → sensitivity → validate → governance → vision → budget → service
+//	   ↑_______________________________________________________________________________________________|  (responses return outward)
 //
-// Validation and the image checks come before the budget so that a refused
-// request reserves nothing. The audit wraps them all, so that a refusal is
+// Validation, governance (the policies' model rules: stages 3 and 4 of
+// the AI pipeline) and the image checks come before the budget so that a
+// refused request reserves nothing. The audit wraps them all, so that a refusal is
 // audited too, and reads what the budget charged. The admin interceptor
 // checks the admin key on the admin service's calls and lets every other
 // call through; the admin service skips the tenant interceptors.
@@ -114,6 +121,10 @@ func New(c Config) (*Chain, error) {
 	}
 	unary = append(unary, sensitivity.UnaryServerInterceptor(c.Sensitivity, c.SensitiveHeader), validate.UnaryServerInterceptor(v))
 	stream = append(stream, sensitivity.StreamServerInterceptor(c.Sensitivity, c.SensitiveHeader), validate.StreamServerInterceptor(v))
+	if g := c.Governance; g != nil && g.Policies != nil && !g.Policies.Empty() {
+		unary = append(unary, governance.UnaryServerInterceptor(*g))
+		stream = append(stream, governance.StreamServerInterceptor(*g))
+	}
 	if c.Vision != nil {
 		unary = append(unary, vision.UnaryServerInterceptor(c.Vision))
 		stream = append(stream, vision.StreamServerInterceptor(c.Vision))

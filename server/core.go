@@ -14,7 +14,9 @@ import (
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
 	"github.com/flexway/flexway/server/backends"
 	"github.com/flexway/flexway/server/call"
+	"github.com/flexway/flexway/server/config"
 	"github.com/flexway/flexway/server/faults"
+	"github.com/flexway/flexway/server/policy"
 	"github.com/flexway/flexway/server/routing"
 )
 
@@ -30,6 +32,10 @@ type Options struct {
 	// Routes lists, for ListModels, the backends a caller's calls can be
 	// planned on; the calls themselves arrive planned (call.State.Plan).
 	Routes *routing.Table
+	// Policies, when set, hides from ListModels the models and aliases
+	// the caller's policies do not allow it to call (governance.models);
+	// nil hides none.
+	Policies *policy.Table
 	// Logger receives one line per failed upstream attempt (never content);
 	// nil discards.
 	Logger *slog.Logger
@@ -97,7 +103,10 @@ func plan(st *call.State) ([]string, error) {
 // ListModels implements [flexwayv1.ModelsServiceServer.ListModels]: the
 // models of every backend the caller's chat and embeddings calls can be
 // planned on, each owned by the first backend listing it, and the
-// aliases (ai.aliases, owned by "flexway-alias"), sorted by id.
+// aliases (ai.aliases, owned by "flexway-alias"), sorted by id; of them,
+// only those the caller may call: a model m is listed iff the model rules
+// of the policies of a chat call naming m (its listener, tenant and agent
+// are this call's) do not refuse it. A shadow policy hides nothing.
 func (c *Core) ListModels(ctx context.Context, _ *flexwayv1.ListModelsRequest) (*flexwayv1.ListModelsResponse, error) {
 	st, err := state(ctx)
 	if err != nil {
@@ -125,15 +134,33 @@ func (c *Core) ListModels(ctx context.Context, _ *flexwayv1.ListModelsRequest) (
 				continue
 			}
 			seen[m] = true
+			if !c.allowed(st, m) {
+				continue
+			}
 			resp.Data = append(resp.Data, &flexwayv1.Model{Id: m, Object: "model", Created: c.opts.Started.Unix(), OwnedBy: n})
 		}
 	}
 	for _, a := range c.opts.Aliases {
 		if !seen[a] {
 			seen[a] = true
+			if !c.allowed(st, a) {
+				continue
+			}
 			resp.Data = append(resp.Data, &flexwayv1.Model{Id: a, Object: "model", Created: c.opts.Started.Unix(), OwnedBy: "flexway-alias"})
 		}
 	}
 	sort.Slice(resp.Data, func(i, j int) bool { return resp.Data[i].Id < resp.Data[j].Id })
 	return resp, nil
+}
+
+// allowed reports whether the caller of st may name model in a chat call:
+// no enforced model rule of the policies such a call resolves refuses it.
+func (c *Core) allowed(st *call.State, model string) bool {
+	t := c.opts.Policies
+	if t == nil || t.Empty() {
+		return true
+	}
+	set := t.Resolve(policy.Key{Listener: st.Listener, Operation: config.OperationChatCompletions, Model: model, Tenant: st.Tenant, Agent: st.Agent})
+	deny, _ := set.CheckModel(model)
+	return deny == nil
 }

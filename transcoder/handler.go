@@ -18,6 +18,7 @@ import (
 
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
 	"github.com/flexway/flexway/server/bearer"
+	"github.com/flexway/flexway/server/call"
 	"github.com/flexway/flexway/server/config"
 	"github.com/flexway/flexway/server/faults"
 	"github.com/flexway/flexway/server/openaiwire"
@@ -144,7 +145,9 @@ func (f *front) v1NotFound(w http.ResponseWriter, r *http.Request) {
 }
 
 // outgoing returns ctx carrying the forwarded request headers as gRPC
-// metadata.
+// metadata, marked as a call of the HTTP listener ([call.WithListener]:
+// a context value, never a header a client could send), for
+// ai.policies' match.listener.
 func (f *front) outgoing(r *http.Request) context.Context {
 	md := metadata.MD{}
 	for _, h := range f.forward {
@@ -152,7 +155,7 @@ func (f *front) outgoing(r *http.Request) context.Context {
 			md[h] = v
 		}
 	}
-	return metadata.NewOutgoingContext(r.Context(), md)
+	return metadata.NewOutgoingContext(call.WithListener(r.Context(), config.ListenerHTTP), md)
 }
 
 // readBody reads the request body up to the limit; a larger body is

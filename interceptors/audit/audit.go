@@ -256,6 +256,10 @@ func (c Config) fill(l *auditlog.Line, a *auditing, err error) {
 		KeyHash:              c.Writer.HashName(st.KeyName),
 		UserHash:             a.userHash,
 	}
+	if d := st.WouldDeny; d != nil {
+		// A shadow policy's would-be refusal: its name and reason only.
+		l.WouldDeny = auditlog.WouldDeny{Policy: d.Policy, Reason: d.Reason}
+	}
 	if c.ModelRequested != nil {
 		l.ModelRequested = c.ModelRequested(l.ModelRequested)
 	}

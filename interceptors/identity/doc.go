@@ -13,6 +13,10 @@
 // with [Identify], from the same metadata; every other call is identified
 // here.
 //
+// The state's Listener is http for a call the HTTP front marked
+// ([call.WithListener], an in-process context value as well) and grpc for
+// every other, for ai.policies' match.listener.
+//
 // Errors: UNAUTHENTICATED with ErrorInfo reason invalid_api_key when the key
 // is missing or unknown, or when a relay passes no tenant.
 package identity

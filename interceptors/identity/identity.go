@@ -92,6 +92,9 @@ func authenticate(ctx context.Context, keys Keyring, method string, o *options) 
 		Operation: o.namer(method),
 		Start:     time.Now(),
 		Admitted:  call.AdmissionFrom(ctx), // the HTTP front's check before the body
+		// http for the HTTP front's calls (an in-process context value),
+		// grpc for every other.
+		Listener: call.ListenerFrom(ctx),
 	}
 	var id call.Identity
 	if a := st.Admitted; a != nil && a.Caller.KeyName != "" {

@@ -69,6 +69,10 @@ type Line struct {
 	// absent for a call that named no alias. Configuration names only.
 	Alias string `json:"alias,omitempty"`
 	Arm   string `json:"arm,omitempty"`
+	// WouldDeny is the refusal a shadow policy (ai.policies,
+	// governance.mode shadow) would have made of the call, which went on:
+	// written as {"policy": ..., "reason": ...} only when one would have.
+	WouldDeny WouldDeny `json:"would_deny,omitzero"`
 	// InputTokens and OutputTokens are the usage committed, in tokens.
 	// InputTokens counts every input token, cached ones included.
 	InputTokens  int64 `json:"input_tokens"`
@@ -108,6 +112,14 @@ type Line struct {
 	KeyHash string `json:"key_hash"`
 	// UserHash is the HMAC of the OpenAI user field, "" when absent.
 	UserHash string `json:"user_hash"`
+}
+
+// WouldDeny names a shadow policy's would-be refusal of a call: the
+// policy's name and the reason it would have refused with
+// (model_not_allowed or backend_not_allowed). Configuration names only.
+type WouldDeny struct {
+	Policy string `json:"policy"`
+	Reason string `json:"reason"`
 }
 
 // ErrUnavailable is wrapped by [Writer.Write] and [Writer.Healthy] while

@@ -67,6 +67,13 @@ func appendLine(dst []byte, l *Line) []byte {
 		dst = append(dst, `,"arm":`...)
 		dst = jsonstring.Append(dst, l.Arm)
 	}
+	if l.WouldDeny != (WouldDeny{}) {
+		dst = append(dst, `,"would_deny":{"policy":`...)
+		dst = jsonstring.Append(dst, l.WouldDeny.Policy)
+		dst = append(dst, `,"reason":`...)
+		dst = jsonstring.Append(dst, l.WouldDeny.Reason)
+		dst = append(dst, '}')
+	}
 	dst = append(dst, `,"input_tokens":`...)
 	dst = strconv.AppendInt(dst, l.InputTokens, 10)
 	dst = append(dst, `,"output_tokens":`...)

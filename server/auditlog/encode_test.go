@@ -182,6 +182,9 @@ func TestAppendLineKnowsEveryField(t *testing.T) {
 		case time.Time:
 			f.Set(reflect.ValueOf(time.Date(2025, 6, 7, 8, 9, 10, 11, time.UTC)))
 			continue
+		case WouldDeny:
+			f.Set(reflect.ValueOf(WouldDeny{Policy: "value of " + name, Reason: "reason of " + name}))
+			continue
 		}
 		switch f.Kind() {
 		case reflect.String:
@@ -267,6 +270,10 @@ func TestAppendLineRandom(t *testing.T) {
 			DurationMS:           randFloat(r),
 			KeyHash:              randString(r),
 			UserHash:             randString(r),
+		}
+		if r.IntN(2) == 0 {
+			// Either field may be empty: the object is written when one is set.
+			l.WouldDeny = WouldDeny{Policy: randString(r), Reason: randString(r)}
 		}
 		if r.IntN(2) == 0 {
 			l.Feature = randString(r)

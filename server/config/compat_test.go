@@ -451,3 +451,66 @@ func TestCompatAIAliases(t *testing.T) {
 		{"main.expected_latency", cfg.AI.Backends["main"].ExpectedLatency.Std(), 800 * time.Millisecond},
 	})
 }
+
+// TestCompatAIPolicies: issue 16's sections of the reference (the policies
+// everyone and acme-governed, without guardrails, and the per-minute caps
+// of ai.budget.default) load unchanged, with their values and defaults.
+func TestCompatAIPolicies(t *testing.T) {
+	cfg, warnings, err := config.Load(filepath.Join(compatDir, "ai-policies.yaml"))
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	if len(warnings) != 0 {
+		t.Errorf("warnings: %v", warnings)
+	}
+	ps := cfg.AI.Policies
+	if len(ps) != 2 {
+		t.Fatalf("%d policies, want 2", len(ps))
+	}
+	d := cfg.AI.Budget.Default
+	runChecks(t, []check{
+		{"budget.default.tokens_per_minute", d.TokensPerMinute, ptr(int64(100_000))},
+		{"budget.default.requests_per_minute", d.RequestsPerMinute, ptr(int64(600))},
+		{"budget.default.tokens_per_day", d.TokensPerDay, ptr(int64(2_000_000))},
+		{"acme.tokens_per_minute (absent: the default's)", cfg.AI.Tenants["acme"].Budget.TokensPerMinute, (*int64)(nil)},
+
+		{"everyone", []any{ps[0].Name, ps[0].Match, ps[0].Match.Level(), ps[0].Budget},
+			[]any{"everyone", config.PolicyMatch{}, config.LevelGlobal, (*config.PolicyBudget)(nil)}},
+		{"everyone.governance (mode defaulted)", *ps[0].Governance, config.Governance{Models: []string{"*"}, Mode: config.GovernanceEnforce}},
+		{"acme-governed", []any{ps[1].Name, ps[1].Match, ps[1].Match.Level()},
+			[]any{"acme-governed", config.PolicyMatch{Tenant: "acme"}, config.LevelTenant}},
+		{"acme-governed.governance", *ps[1].Governance, config.Governance{
+			Models: []string{"fast", "small-1"}, Backends: []string{"main", "cheap", "onprem"}, Mode: config.GovernanceEnforce}},
+		{"acme-governed.budget", *ps[1].Budget, config.PolicyBudget{Caps: config.Caps{TokensPerMinute: ptr(int64(20_000))}, Per: config.PerAgent}},
+	})
+}
+
+// TestReferencePoliciesNotEnforced: the reference's ai.policies as written,
+// with guardrails, prompt_logging and cache, is refused with one error per
+// section, at its line, saying this build does not enforce it yet, and
+// nothing else.
+func TestReferencePoliciesNotEnforced(t *testing.T) {
+	file := filepath.Join("testdata", "broken", "reference_policies.yaml")
+	cfg, warnings, err := config.Load(file)
+	if cfg != nil || len(warnings) != 0 {
+		t.Errorf("Load = %v, warnings %v; want no config, no warning", cfg, warnings)
+	}
+	var errs config.Problems
+	if !errors.As(err, &errs) {
+		t.Fatalf("Load error = %v, want Problems", err)
+	}
+	type found struct {
+		path string
+		line int
+	}
+	var got []found
+	for _, p := range errs {
+		if !errors.Is(p, config.ErrNotEnforced) || !strings.Contains(p.Error(), "yet (a later version will): remove the section") {
+			t.Errorf("%v: want a not-enforced-yet error", p)
+		}
+		got = append(got, found{p.Path, p.Line})
+	}
+	runChecks(t, []check{{"errors", got, []found{
+		{"ai.policies[1].guardrails", 72}, {"ai.policies[2].prompt_logging", 86}, {"ai.policies[3].cache", 92},
+	}}})
+}

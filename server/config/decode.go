@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -61,8 +62,10 @@ func load(name, dir string, data []byte, canOpen func(path string) error) (*Conf
 	problems := d.problems
 	// A key that failed to decode kept its default or zero: validating it
 	// would only repeat the decode error less clearly.
+	// Nor is a warning that a value sets nothing useful when it set a
+	// section this build refuses (a policy with only prompt_logging).
 	for _, p := range col.problems {
-		if !d.failedUnder(p.Path) {
+		if !d.failedUnder(p.Path) && !(p.Warning && slices.Contains(d.later, p.Path)) {
 			problems = append(problems, p)
 		}
 	}
@@ -154,6 +157,7 @@ type decoder struct {
 	problems Problems
 	failed   []string        // key paths whose value did not decode
 	nulls    map[string]bool // key paths written as null ("key:"): left at their default
+	later    []string        // key paths of values that set a section a later release enforces
 }
 
 func (d *decoder) decodeDocument(data []byte, c *Config) error {
@@ -279,17 +283,41 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
 		return
 	}
 	fields := yamlFields(v.Type())
+	later, _ := v.Interface().(laterSectioner)
 	for _, kv := range d.pairs(n, path) {
 		child := keyPath(path, kv.key.Value)
-		i, ok := fields[kv.key.Value]
+		index, ok := fields[kv.key.Value]
 		if !ok {
+			if what, ok := laterSection(later, kv.key.Value); ok {
+				d.problems = append(d.problems, Problem{Line: kv.key.Line, Path: child,
+					Err: &notEnforcedError{section: what}})
+				d.later = append(d.later, path)
+				continue
+			}
 			d.problems = append(d.problems, Problem{Line: kv.key.Line, Path: child,
 				Err: &unknownKeyError{suggest: closest(kv.key.Value, fields)}})
 			continue
 		}
 		d.lines[child] = kv.key.Line
-		d.decode(kv.value, v.Field(i), child)
+		d.decode(kv.value, v.FieldByIndex(index), child)
 	}
+}
+
+// laterSectioner is a struct type with sections a later release enforces
+// (a policy's guardrails, prompt_logging, cache): writing one is an error
+// saying so, rather than an unknown key, and rather than a section loaded
+// and silently not applied.
+type laterSectioner interface {
+	// laterSection returns what the section at key is called in messages
+	// ("guardrails") and true, or false when key is no such section.
+	laterSection(key string) (what string, ok bool)
+}
+
+func laterSection(l laterSectioner, key string) (string, bool) {
+	if l == nil {
+		return "", false
+	}
+	return l.laterSection(key)
 }
 
 func (d *decoder) decodeMap(n *yaml.Node, v reflect.Value, path string) {
@@ -408,29 +436,40 @@ func (d *decoder) mergePairs(n *yaml.Node, path string) []pair {
 	return nil
 }
 
-// yamlFields maps the yaml names of t's exported fields to their index.
-func yamlFields(t reflect.Type) map[string]int {
-	fields := map[string]int{}
+// yamlFields maps the yaml names of t's exported fields to their index
+// (for reflect.Value.FieldByIndex); the fields of a struct embedded with
+// `yaml:",inline"` count as t's own.
+func yamlFields(t reflect.Type) map[string][]int {
+	fields := map[string][]int{}
+	addYAMLFields(fields, t, nil)
+	return fields
+}
+
+func addYAMLFields(fields map[string][]int, t reflect.Type, index []int) {
 	for i := range t.NumField() {
 		f := t.Field(i)
 		if !f.IsExported() {
 			continue
 		}
-		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		at := append(slices.Clip(index), i)
+		name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if name == "" && slices.Contains(strings.Split(opts, ","), "inline") && f.Type.Kind() == reflect.Struct {
+			addYAMLFields(fields, f.Type, at)
+			continue
+		}
 		switch name {
 		case "-":
 			continue
 		case "":
 			name = strings.ToLower(f.Name)
 		}
-		fields[name] = i
+		fields[name] = at
 	}
-	return fields
 }
 
 // closest returns the known key nearest to key if it is within two edits,
 // for "did you mean".
-func closest(key string, fields map[string]int) string {
+func closest[V any](key string, fields map[string]V) string {
 	best, bestDist := "", 3
 	for name := range fields {
 		if dist := editDistance(key, name); dist < bestDist || dist == bestDist && name < best {

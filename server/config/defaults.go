@@ -44,6 +44,7 @@ type defaulter interface{ setDefaults() }
 // capabilities [chat] (none for grpc), timeouts 60s and 30s, circuit
 // breaker 5 failures for 30s, prompt_overhead_tokens 32, metering local,
 // and for kind anthropic api_version 2023-06-01 and max_output_tokens 4096;
+// per policy, governance mode enforce and budget per tenant;
 // ai.backend becomes the only backend when exactly one exists. Optional booleans (external,
 // allow_data_uris, prometheus) stay nil, which their accessors read as true.
 //
@@ -57,6 +58,7 @@ func (c *Config) ApplyDefaults() {
 		c.AI.Backends[name] = b
 	}
 	c.AI.applyAliasDefaults() // see [Alias] for the aliases' defaults
+	c.AI.applyPolicyDefaults()
 	c.deriveDefaults(func(string) bool { return false })
 }
 

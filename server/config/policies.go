@@ -162,3 +162,52 @@ const (
 	// PerPolicy: one bucket for every call the policy matches.
 	PerPolicy PolicyPer = "policy"
 )
+
+// Valid reports whether m is enforce or shadow.
+func (m GovernanceMode) Valid() bool { return m == GovernanceEnforce || m == GovernanceShadow }
+
+// Valid reports whether p is tenant, agent or policy.
+func (p PolicyPer) Valid() bool { return p == PerTenant || p == PerAgent || p == PerPolicy }
+
+// MaxPolicyNameBytes bounds a policy's name, in bytes: it is written in
+// refusals, the audit line and metric labels.
+const MaxPolicyNameBytes = 64
+
+// laterSection names the sections of a policy that later releases enforce
+// (guardrails, prompt_logging, cache): [Load] refuses a policy that sets
+// one rather than load it and not apply it.
+func (Policy) laterSection(key string) (string, bool) {
+	switch key {
+	case "guardrails":
+		return "guardrails", true
+	case "prompt_logging":
+		return "prompt_logging", true
+	case "cache":
+		return "cache", true
+	}
+	return "", false
+}
+
+// setDefaults sets mode enforce.
+func (g *Governance) setDefaults() { setZero(&g.Mode, GovernanceEnforce) }
+
+// setDefaults sets per tenant.
+func (b *PolicyBudget) setDefaults() { setZero(&b.Per, PerTenant) }
+
+// applyPolicyDefaults is [Config.ApplyDefaults] for ai.policies: mode
+// enforce, per tenant.
+func (ai *AI) applyPolicyDefaults() {
+	for i := range ai.Policies {
+		p := &ai.Policies[i]
+		if p.Governance != nil {
+			g := *p.Governance
+			g.setDefaults()
+			p.Governance = &g
+		}
+		if p.Budget != nil {
+			b := *p.Budget
+			b.setDefaults()
+			p.Budget = &b
+		}
+	}
+}

@@ -15,6 +15,12 @@ import (
 // errors.Is.
 var ErrUnknownKey = errors.New("unknown key")
 
+// ErrNotEnforced is wrapped by the [Problem] reported for a section this
+// build reads but does not enforce yet (a policy's guardrails,
+// prompt_logging or cache): the file is refused rather than loaded with a
+// rule silently not applied. Test with errors.Is.
+var ErrNotEnforced = errors.New("not enforced by this build")
+
 // ErrInlineSecret is wrapped by the [Problem] reported for a secret written
 // inline instead of as a reference. The message never repeats the value.
 var ErrInlineSecret = errors.New("secrets are references: env:NAME or file:PATH")
@@ -125,6 +131,16 @@ func (e *unknownKeyError) Error() string {
 }
 
 func (e *unknownKeyError) Is(target error) bool { return target == ErrUnknownKey }
+
+// notEnforcedError is the cause of a Problem for a section a later release
+// enforces; section names it ("guardrails").
+type notEnforcedError struct{ section string }
+
+func (e *notEnforcedError) Error() string {
+	return fmt.Sprintf("this build does not enforce a policy's %s yet (a later version will): remove the section, it would not be applied", e.section)
+}
+
+func (e *notEnforcedError) Is(target error) bool { return target == ErrNotEnforced }
 
 // collector gathers problems with their key paths.
 type collector struct{ problems Problems }

@@ -32,6 +32,19 @@ import (
 // them; an alias named like a listed model, or none of whose backends
 // serves chat or embeddings, is a warning.
 //
+// Policies (ai.policies): a name empty, not printable UTF-8, above
+// [MaxPolicyNameBytes] or used twice; an unknown match.listener,
+// match.operation (neither ai.chatCompletions, ai.embeddings,
+// ai.listModels nor a service of ai.grpc.services), governance.mode or
+// budget.per; a governance.backends entry not in ai.backends. Warnings: a
+// match.tenant that neither ai.tenants nor an API key names, a match.agent
+// that neither its tenant's agents nor an API key of it names; an empty
+// models or backends list (every call refused); a models entry neither
+// "*", an alias nor a listed model; an entry listed twice; a policy,
+// governance or budget that sets nothing. [Load] refuses a policy's
+// guardrails, prompt_logging and cache sections, which this build does not
+// enforce ([ErrNotEnforced]).
+//
 // Relay backends: identity_headers only on a kind: relay backend, and with
 // agent or sensitive named, tenant too.
 //
@@ -63,6 +76,7 @@ func (c *Config) validate(col *collector) {
 	c.Server.validate(col)
 	c.Identity.validate(col)
 	c.AI.validate(col)
+	c.AI.validatePolicies(col, c.Identity)
 	if m := c.Server.MaxInflightBodyBytes; m <= 0 {
 		col.errorf("server.max_inflight_body_bytes", "must be positive")
 	} else if m < c.AI.Vision.MaxBodyBytes {

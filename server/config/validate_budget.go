@@ -45,7 +45,16 @@ func (b Budget) validate(col *collector, ref func(path, name string) (Backend, b
 	b.Default.validate(col, "ai.budget.default")
 }
 
+// validate reports, at path, a negative cap: tokens_per_minute,
+// requests_per_minute, tokens_per_day, tokens_per_month, eur_per_month
+// (which must also convert to nano-euros).
 func (c Caps) validate(col *collector, path string) {
+	if c.TokensPerMinute != nil && *c.TokensPerMinute < 0 {
+		col.errorf(path+".tokens_per_minute", "must not be negative")
+	}
+	if c.RequestsPerMinute != nil && *c.RequestsPerMinute < 0 {
+		col.errorf(path+".requests_per_minute", "must not be negative")
+	}
 	if c.TokensPerDay != nil && *c.TokensPerDay < 0 {
 		col.errorf(path+".tokens_per_day", "must not be negative")
 	}

@@ -281,12 +281,30 @@ func (r Reservation) Rate() ledger.RateState {
 // request is req, into st.Plan and st.Soft, without the backends that
 // cannot express a chat request ([Config.Check]); when none can, the
 // error is the first one's and st.Plan is left unset.
+//
+// The call's policies (st.Policies) filter the plan last
+// (governance.backends, stage 7): every backend an enforced rule refuses
+// leaves it; when none is left the call is refused with
+// faults.BackendNotAllowed naming the refusing policy. A shadow rule that
+// would leave none of the final plan is recorded in st.WouldDeny (unless
+// a would-be refusal already is) and refuses nothing.
 func (m *Meter) plan(ctx context.Context, st *call.State, req any, soft bool) error {
 	r := routing.Request{Tenant: st.Tenant, Agent: st.Agent, Capability: st.Capability, Sensitive: st.Sensitive, Soft: soft}
+	if enforcesBackends(st.Policies) {
+		r.Allow = &st.Policies // a pointer into the state: no allocation
+	}
 	if m.cfg.ResolveAlias != nil {
 		r.Alias = m.cfg.ResolveAlias(ctx, st, req)
 	}
 	plan, err := m.cfg.Routes.Plan(r)
+	var none *routing.NoBackendAllowedError
+	if errors.As(err, &none) {
+		name := ""
+		if d := st.Policies.BackendDenial(none.Plan); d != nil {
+			name = d.Policy
+		}
+		return faults.New(faults.BackendNotAllowed, "no backend that can serve this call is allowed for this caller by policy %.64q", name)
+	}
 	if err != nil {
 		return err
 	}
@@ -304,7 +322,21 @@ func (m *Meter) plan(ctx context.Context, st *call.State, req any, soft bool) er
 		}
 	}
 	st.Plan, st.Soft = backends, soft
+	if len(st.Policies.Policies) > 0 && st.WouldDeny == nil {
+		st.WouldDeny = st.Policies.ShadowBackends(backends)
+	}
 	return nil
+}
+
+// enforcesBackends reports whether an enforced policy of s has a backend
+// rule: only then does routing filter the plan.
+func enforcesBackends(s policy.Set) bool {
+	for _, p := range s.Policies {
+		if !p.Shadow && p.HasBackendRule() {
+			return true
+		}
+	}
+	return false
 }
 
 // expressible returns the backends of plan that can express req, in

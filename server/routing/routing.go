@@ -100,31 +100,98 @@ type Request struct {
 	// Alias, when set, is the call's default route, from the requested
 	// model's alias; a tenant's or agent's backend override replaces it.
 	Alias *AliasRoute
+	// Allow, when set, says which backends may serve the call (the
+	// enforced governance.backends rules of the call's ai.policies): the
+	// plan drops every backend it refuses, after every other step, so
+	// that no alias target, override, soft backend, capability override,
+	// sensitivity pin or fallback brings one back. Nil allows every
+	// backend.
+	Allow BackendFilter
+}
+
+// BackendFilter says whether a backend may serve a call;
+// *policy.Set implements it.
+type BackendFilter interface {
+	// AllowBackend reports whether the backend named backend may serve
+	// the call.
+	AllowBackend(backend string) bool
+}
+
+// NoBackendAllowedError is [Table.Plan]'s error when [Request.Allow]
+// refuses every backend of the plan. Plan is the plan before the filter
+// (shared: read-only), for the refusal to name the rule that refused it.
+type NoBackendAllowedError struct {
+	Plan []string
+}
+
+// Error says that no backend of the plan may serve the call.
+func (e *NoBackendAllowedError) Error() string {
+	return "no backend that could serve this call is allowed for this caller"
 }
 
 // Plan returns the call's plan: ai.backend → tenant override → agent
 // override → soft backend (past a soft cap) → capability override →
 // sensitivity pin (so a soft backend never widens a sensitive call), then the chosen
 // backend's fallbacks filtered to backends with the capability (and, for a
-// sensitive call, internal ones).
+// sensitive call, internal ones); last, the governance filter
+// ([Request.Allow]) drops the backends the call's policies refuse.
 //
 // Errors: faults.CapabilityUnavailable when nothing declared serves the
 // capability; faults.SensitiveNoInternalBackend when a sensitive call has no
-// internal backend able to serve it.
+// internal backend able to serve it; *[NoBackendAllowedError] when
+// Request.Allow refuses every backend of the plan.
 //
 // Successful plans are computed once per (backend chosen by tenant and
 // agent, capability, sensitivity, soft) and shared: callers must not modify
-// Plan.Backends. The Table must not change after its first Plan.
+// Plan.Backends. The Table must not change after its first Plan. The
+// filter allocates only when it drops a backend.
 func (t *Table) Plan(r Request) (Plan, error) {
 	name, override := t.chosen(r.Tenant, r.Agent)
 	t.once.Do(t.compile)
+	var p Plan
+	var err error
 	if r.Alias != nil && len(r.Alias.Targets) > 0 && !override {
-		return t.planAlias(r)
+		p, err = t.planAlias(r)
+	} else if cached, ok := t.plans[planKey{name, r.Capability, r.Sensitive, r.Soft}]; ok {
+		p = cached
+	} else {
+		p, err = t.plan(name, r.Capability, r.Sensitive, r.Soft)
 	}
-	if p, ok := t.plans[planKey{name, r.Capability, r.Sensitive, r.Soft}]; ok {
+	if err != nil || r.Allow == nil {
+		return p, err
+	}
+	return filter(p, r.Allow)
+}
+
+// filter returns p without the backends allow refuses: p itself when it
+// refuses none (no allocation), else new slices (p is shared: never
+// modified).
+func filter(p Plan, allow BackendFilter) (Plan, error) {
+	first := -1
+	for i, b := range p.Backends {
+		if !allow.AllowBackend(b) {
+			first = i
+			break
+		}
+	}
+	if first < 0 {
 		return p, nil
 	}
-	return t.plan(name, r.Capability, r.Sensitive, r.Soft)
+	var out Plan
+	alias := len(p.Models) == len(p.Backends) && len(p.Models) > 0
+	for i, b := range p.Backends {
+		if i < first || (i > first && allow.AllowBackend(b)) {
+			out.Backends = append(out.Backends, b)
+			if alias {
+				out.Models = append(out.Models, p.Models[i])
+				out.Arms = append(out.Arms, p.Arms[i])
+			}
+		}
+	}
+	if len(out.Backends) == 0 {
+		return Plan{}, &NoBackendAllowedError{Plan: p.Backends}
+	}
+	return out, nil
 }
 
 // planKey is what a plan depends on once the tenant and agent overrides

@@ -74,6 +74,12 @@ type Metrics struct {
 	// caches its attribute sets (credentialKey → metric.AddOption).
 	credentialCalls metric.Int64Counter
 	credentialSets  sync.Map
+	// wouldDeny is flexway.policy.would_deny; wouldDenySets caches its
+	// attribute sets, under wouldDenyMu (a map, so that a lookup boxes no
+	// key).
+	wouldDeny     metric.Int64Counter
+	wouldDenyMu   sync.RWMutex
+	wouldDenySets map[wouldDenyKey]metric.AddOption
 
 	tenants, agents, backends, models, operations, features map[string]string
 	aliases, arms                                           map[string]string
@@ -167,6 +173,9 @@ func (m *Metrics) instruments() error {
 		return err
 	}
 	if err := m.credentialInstrument(); err != nil {
+		return err
+	}
+	if err := m.policyInstrument(); err != nil {
 		return err
 	}
 	_, err := m.meter.RegisterCallback(m.observeCalls, m.cost, m.calls, m.tokens, m.cacheTokens)

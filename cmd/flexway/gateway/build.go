@@ -82,7 +82,8 @@ func (g *Gateway) build(o Options) error {
 	if err != nil {
 		return fmt.Errorf("ai.aliases: %w", err)
 	}
-	meter := newMeter(cfg, led, routes, accts, check, aliasResolver(aliases, routes), g.proxy, tracer, log)
+	policies := policyTable(cfg)
+	meter := newMeter(cfg, led, routes, accts, policies, check, aliasResolver(aliases, routes), g.proxy, tracer, log)
 	adminSum, err := adminKeySum(cfg)
 	if err != nil {
 		return err
@@ -97,6 +98,7 @@ func (g *Gateway) build(o Options) error {
 	}
 	chain, err := interceptors.New(interceptors.Config{
 		Audit:           g.auditing(accts),
+		Governance:      governing(policies, g.proxy),
 		Vision:          images,
 		Keys:            keys,
 		OperationNamer:  newOperationNamer(),
@@ -114,7 +116,7 @@ func (g *Gateway) build(o Options) error {
 	// request that does not unmarshal is INVALID_ARGUMENT, not INTERNAL.
 	gs := grpccodec.Registrar(g.grpc)
 	g.inproc = inproc.New(chain.UnaryInterceptor(), chain.StreamInterceptor())
-	core := server.New(server.Options{Backends: bs, Models: models, Aliases: aliases.Names(), Routes: routes, Logger: log, Tracer: tracer})
+	core := server.New(server.Options{Backends: bs, Models: models, Aliases: aliases.Names(), Routes: routes, Policies: policies, Logger: log, Tracer: tracer})
 	core.Register(gs)
 	core.Register(g.inproc)
 	if led != nil {
@@ -151,8 +153,10 @@ func (g *Gateway) build(o Options) error {
 // ai.vision.reserve_tokens_per_image, each backend's price and
 // prompt_overhead_tokens); proxied methods are metered as the proxy's
 // table says; check is the meter's check of a chat request against each
-// planned backend ([checkChat]). The budget wiring is this one function.
-func newMeter(cfg *config.Config, led *ledger.Ledger, routes *routing.Table, accts accounts,
+// planned backend ([checkChat]); policies are the compiled ai.policies,
+// whose budgets the pre-body check holds. The budget wiring is this one
+// function.
+func newMeter(cfg *config.Config, led *ledger.Ledger, routes *routing.Table, accts accounts, policies *policy.Table,
 	check func(string, *flexwayv1.CreateChatCompletionRequest) error,
 	resolveAlias func(context.Context, *call.State, any) *routing.AliasRoute,
 	p *grpcproxy.Proxy, tracer trace.Tracer, log *slog.Logger) *metering.Meter {
@@ -171,19 +175,10 @@ func newMeter(cfg *config.Config, led *ledger.Ledger, routes *routing.Table, acc
 		Known:                 accts.Known,
 		Proxied:               proxied,
 		FrameSize:             frameSize,
-		Policies:              meterPolicies(cfg),
+		Policies:              policies,
 		Tracer:                tracer,
 		Logger:                log,
 	})
-}
-
-// meterPolicies is the compiled ai.policies for the meter's pre-body check
-// ([metering.Config.Policies]); nil when none is declared.
-func meterPolicies(cfg *config.Config) *policy.Table {
-	if len(cfg.AI.Policies) == 0 {
-		return nil
-	}
-	return policy.Compile(cfg.AI.Policies)
 }
 
 // checkChat is the meter's [metering.Config.Check] over the built

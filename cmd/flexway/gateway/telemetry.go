@@ -102,6 +102,9 @@ func recordLine(m *telemetry.Metrics, accts accounts) func(ctx context.Context, 
 			InputTokens: l.InputTokens, OutputTokens: l.OutputTokens, CostNanoEUR: l.CostNanoEUR,
 			CacheReadTokens: l.CacheReadTokens, CacheWriteTokens: l.CacheWriteTokens,
 		})
+		if d := l.WouldDeny; d.Policy != "" {
+			m.PolicyWouldDeny(d.Policy, d.Reason)
+		}
 	}
 }
 
