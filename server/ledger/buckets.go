@@ -37,9 +37,13 @@ func (l *Ledger) periodsAt(now time.Time) *periods {
 	return p
 }
 
+// period is cap ci's current period; "" for a per-minute window.
 func (p *periods) period(ci int) string {
-	if ci == ciTokDay {
+	switch ci {
+	case ciTokDay:
 		return p.day
+	case ciTokMin, ciReqMin:
+		return ""
 	}
 	return p.month
 }
@@ -58,26 +62,75 @@ func (p *periods) exp(ci int) int64 {
 	return p.monthExp
 }
 
+// windowLife is how long a per-minute window's state is kept after its
+// last use (the embedded store's eviction, the Redis keys' TTL): past 61
+// seconds nothing in it counts any more.
+const windowLife = 2 * time.Minute
+
+// isWindow reports whether ci is a per-minute cap.
+func isWindow(ci int) bool { return ci == ciTokMin || ci == ciReqMin }
+
+// isWindowBucket reports whether a bucket id names a per-minute window:
+// its id ends with the cap (a period-less bucket, see bucketID).
+func isWindowBucket(id string) bool {
+	return strings.HasSuffix(id, ":"+string(TokensPerMinute)) || strings.HasSuffix(id, ":"+string(RequestsPerMinute))
+}
+
 // bucketID names one bucket: "t:<tenant>:<cap>:<period>" or
 // "a:<tenant>:<agent>:<cap>:<period>", with '%' and ':' in names escaped
-// as %25 and %3A so that distinct accounts never share a bucket.
+// as %25 and %3A so that distinct accounts never share a bucket. A
+// per-minute window (period "") is "t:<tenant>:<cap>" or
+// "a:<tenant>:<agent>:<cap>".
 func bucketID(a Account, agent bool, c Cap, period string) string {
 	var b strings.Builder
 	b.Grow(len(a.Tenant) + len(a.Agent) + len(c) + len(period) + 6)
+	writeOwner(&b, a, agent)
+	writeCap(&b, c, period)
+	return b.String()
+}
+
+// policyBucketID names one bucket of a policy's caps:
+// "p:<policy>:t:<tenant>:<cap>[:<period>]" per tenant,
+// "p:<policy>:a:<tenant>:<agent>:<cap>[:<period>]" per agent (the tenant's
+// bucket for an account without an agent), "p:<policy>:<cap>[:<period>]"
+// per policy; escaped like bucketID.
+func policyBucketID(policy string, per Per, a Account, c Cap, period string) string {
+	var b strings.Builder
+	b.Grow(len(policy) + len(a.Tenant) + len(a.Agent) + len(c) + len(period) + 9)
+	b.WriteString("p:")
+	escapeTo(&b, policy)
+	b.WriteByte(':')
+	if per != PerPolicy {
+		writeOwner(&b, a, per == PerAgent && a.Agent != "")
+		b.WriteByte(':')
+	}
+	b.WriteString(string(c))
+	if period != "" {
+		b.WriteByte(':')
+		b.WriteString(period)
+	}
+	return b.String()
+}
+
+func writeOwner(b *strings.Builder, a Account, agent bool) {
 	if agent {
 		b.WriteString("a:")
-		escapeTo(&b, a.Tenant)
+		escapeTo(b, a.Tenant)
 		b.WriteByte(':')
-		escapeTo(&b, a.Agent)
+		escapeTo(b, a.Agent)
 	} else {
 		b.WriteString("t:")
-		escapeTo(&b, a.Tenant)
+		escapeTo(b, a.Tenant)
 	}
+}
+
+func writeCap(b *strings.Builder, c Cap, period string) {
 	b.WriteByte(':')
 	b.WriteString(string(c))
-	b.WriteByte(':')
-	b.WriteString(period)
-	return b.String()
+	if period != "" {
+		b.WriteByte(':')
+		b.WriteString(period)
+	}
 }
 
 func escapeTo(b *strings.Builder, s string) {

@@ -10,9 +10,9 @@ import (
 	"github.com/flexway/flexway/server/money"
 )
 
-// Cap names one of the three budget caps: [TokensPerDay], [TokensPerMonth]
-// or [EURPerMonth]. The string is the configuration key and the name shown
-// in errors and in the admin API.
+// Cap names one of the budget caps: [TokensPerMinute], [RequestsPerMinute],
+// [TokensPerDay], [TokensPerMonth] or [EURPerMonth]. The string is the
+// configuration key and the name shown in errors and in the admin API.
 type Cap string
 
 // The caps. The first cap reached decides.
@@ -35,12 +35,14 @@ const (
 	EURPerMonth Cap = "eur_per_month"
 )
 
-// Unit is the unit of a cap's limit and usage: [UnitTokens] or [UnitNanoEUR].
+// Unit is the unit of a cap's limit and usage: [UnitTokens], [UnitNanoEUR]
+// or [UnitRequests].
 type Unit string
 
 // The units of the caps.
 const (
-	// UnitTokens counts tokens ([TokensPerDay], [TokensPerMonth]).
+	// UnitTokens counts tokens ([TokensPerMinute], [TokensPerDay],
+	// [TokensPerMonth]).
 	UnitTokens Unit = "tokens"
 	// UnitNanoEUR counts nano-euros, 1e-9 € ([EURPerMonth]).
 	UnitNanoEUR Unit = "nano_eur"
@@ -49,24 +51,42 @@ const (
 )
 
 // Unit returns the unit of the cap: [UnitNanoEUR] for [EURPerMonth],
-// [UnitTokens] for the token caps (and for an unknown cap name).
+// [UnitRequests] for [RequestsPerMinute], [UnitTokens] for the token caps
+// (and for an unknown cap name).
 func (c Cap) Unit() Unit {
-	if c == EURPerMonth {
+	switch c {
+	case EURPerMonth:
 		return UnitNanoEUR
+	case RequestsPerMinute:
+		return UnitRequests
 	}
 	return UnitTokens
 }
 
 // Limits are one account's caps. A nil field is no cap. Values are tokens
-// (TokensPerDay, TokensPerMonth) and nano-euros (NanoEURPerMonth); a
+// (TokensPerMinute, TokensPerDay, TokensPerMonth), calls
+// (RequestsPerMinute) and nano-euros (NanoEURPerMonth); a
 // negative value is treated as 0 (every metered call refused) — the
 // configuration loader is expected to refuse negative caps before that.
+//
+// The per-minute caps are sliding windows of 61 one-second slots: what a
+// call used is counted in the slot of the second it was reserved in, and
+// counts while now is before that second + 61 s, so that no 60-second span
+// ever holds more than the cap (a hold of a call in flight counts too).
+// They are kept in memory by the embedded store (a restart forgets the
+// last minute; the day and month caps are durable) and in keys that
+// expire two minutes after their last use by the Redis store.
 type Limits struct {
-	TokensPerMinute   *int64
+	// TokensPerMinute is ai.budget's tokens_per_minute, in tokens.
+	TokensPerMinute *int64
+	// RequestsPerMinute is requests_per_minute, in calls.
 	RequestsPerMinute *int64
-	TokensPerDay      *int64
-	TokensPerMonth    *int64
-	NanoEURPerMonth   *int64
+	// TokensPerDay is tokens_per_day, in tokens.
+	TokensPerDay *int64
+	// TokensPerMonth is tokens_per_month, in tokens.
+	TokensPerMonth *int64
+	// NanoEURPerMonth is eur_per_month, in nano-euros.
+	NanoEURPerMonth *int64
 }
 
 // Price is what a backend charges: Input, Output, CacheRead and
@@ -247,12 +267,14 @@ type ExceededError struct {
 	// Account is the account of the call.
 	Account Account
 	// Scope is "tenant" when the tenant's cap refused, "agent" when the
-	// agent's own cap did.
+	// agent's own cap did, "policy" when a policy's cap did (see Policy
+	// and Per).
 	Scope string
 	// Cap is the cap that refused.
 	Cap Cap
 	// Period is the cap's current period: "2026-11-30" for a day cap,
-	// "2026-11" for a month cap, in [Policy.Location].
+	// "2026-11" for a month cap, in [Policy.Location]; "" for a
+	// per-minute cap (a sliding window has no period).
 	Period string
 	// Limit is the cap in its unit ([Cap.Unit]: tokens or nano-euros).
 	Limit int64
@@ -265,7 +287,11 @@ type ExceededError struct {
 	// RetryAfter is the time from the ledger's Now to the rollover of the
 	// cap's period: the next midnight, or the first of the next month, in
 	// [Policy.Location]; when ByReservations, the time until enough of the
-	// reservations' leases end (at most the lease, [LeaseTTL]).
+	// reservations' leases end (at most the lease, [LeaseTTL]). For a
+	// per-minute cap it is the time until enough of the window's slots age
+	// out, or reservations' leases end, for the call to fit (Reserve) or
+	// for the cap not to be reached (Check), in whole seconds, at least 1s;
+	// 0 when the call alone is bigger than the cap (it never fits).
 	RetryAfter time.Duration
 	// ByReservations is true when the refusal is caused by reservations
 	// (calls in flight): the cap would fit the call (Reserve) or would not
@@ -279,6 +305,11 @@ type ExceededError struct {
 	// Policy is, when Scope is "policy", the name of the policy whose cap
 	// refused.
 	Policy string
+	// Per is, when Scope is "policy", whose bucket of that policy refused:
+	// [PerTenant] (Account's tenant), [PerAgent] (Account's agent; its
+	// tenant's when Account has no agent) or [PerPolicy] (every call of
+	// the policy). "" for the other scopes.
+	Per Per
 	// Rate is the state of the account's per-minute caps at the refusal,
 	// for the x-ratelimit-* headers of the 429.
 	Rate RateState
@@ -316,38 +347,78 @@ var NoRate = RateState{TokensLimit: -1, RequestsLimit: -1}
 // in 3h12m`, or, when the call alone is bigger than the cap, a message
 // saying so without a wait. When ByReservations, the wait is the
 // reservations': `...; 60 tokens of it are held by calls in flight, whose
-// reservations end or are settled within 20s`.
+// reservations end or are settled within 20s`. A per-minute cap reads
+// `tenant "acme" reached its tokens_per_minute cap (100 tokens) in the
+// last 60 seconds; retry in 12s`. A policy's cap names the policy and the
+// bucket: `policy "team-a" for tenant "acme" reached its ...`.
 func (e *ExceededError) Error() string {
-	who := "tenant " + strconv.Quote(e.Account.Tenant)
-	if e.Scope == "agent" {
-		who = "agent " + strconv.Quote(e.Account.Agent) + " of tenant " + strconv.Quote(e.Account.Tenant)
-	}
+	who := e.who()
 	u := e.Cap.Unit()
 	if e.Requested > e.Limit {
+		if e.Cap == RequestsPerMinute {
+			return fmt.Sprintf("%s's requests_per_minute cap is %s: it admits no call", who, formatQuantity(u, e.Limit))
+		}
 		return fmt.Sprintf("this call may use %s (its input and output allowance), more than %s's whole %s cap (%s): lower max_tokens or send less",
 			formatQuantity(u, e.Requested), who, e.Cap, formatQuantity(u, e.Limit))
 	}
-	if e.ByReservations {
-		held := fmt.Sprintf("%s of it are held by calls in flight, whose reservations end or are settled within %s", formatQuantity(u, e.Reserved), formatWait(e.RetryAfter))
-		if e.Requested > 0 && e.Used < e.Limit {
-			return fmt.Sprintf("%s has %s left of its %s cap (%s) for %s, less than this call may use (%s: its input and output allowance, max_tokens or the configured default); %s",
-				who, formatQuantity(u, e.Limit-e.Used), e.Cap, formatQuantity(u, e.Limit), e.Period, formatQuantity(u, e.Requested), held)
-		}
-		return fmt.Sprintf("%s reached its %s cap (%s) for %s; %s", who, e.Cap, formatQuantity(u, e.Limit), e.Period, held)
+	period := "for " + e.Period
+	if e.PerMinute() {
+		period = "in the last 60 seconds"
+	}
+	allowance := "its input and output allowance, max_tokens or the configured default"
+	if e.Cap == RequestsPerMinute {
+		allowance = "a call counts one"
+	}
+	var wait string
+	switch {
+	case e.PerMinute() && e.ByReservations:
+		wait = fmt.Sprintf("%s of it are held by calls in flight; retry in %s", formatQuantity(u, e.Reserved), formatWait(e.RetryAfter))
+	case e.PerMinute():
+		wait = "retry in " + formatWait(e.RetryAfter)
+	case e.ByReservations:
+		wait = fmt.Sprintf("%s of it are held by calls in flight, whose reservations end or are settled within %s", formatQuantity(u, e.Reserved), formatWait(e.RetryAfter))
+	default:
+		wait = "it resets in " + formatWait(e.RetryAfter)
 	}
 	if e.Requested > 0 && e.Used < e.Limit {
-		return fmt.Sprintf("%s has %s left of its %s cap (%s) for %s, less than this call may use (%s: its input and output allowance, max_tokens or the configured default); it resets in %s",
-			who, formatQuantity(u, e.Limit-e.Used), e.Cap, formatQuantity(u, e.Limit), e.Period, formatQuantity(u, e.Requested), formatWait(e.RetryAfter))
+		return fmt.Sprintf("%s has %s left of its %s cap (%s) %s, less than this call may use (%s: %s); %s",
+			who, formatQuantity(u, e.Limit-e.Used), e.Cap, formatQuantity(u, e.Limit), period, formatQuantity(u, e.Requested), allowance, wait)
 	}
-	return fmt.Sprintf("%s reached its %s cap (%s) for %s; it resets in %s",
-		who, e.Cap, formatQuantity(u, e.Limit), e.Period, formatWait(e.RetryAfter))
+	return fmt.Sprintf("%s reached its %s cap (%s) %s; %s", who, e.Cap, formatQuantity(u, e.Limit), period, wait)
 }
 
-// formatQuantity renders 100 tokens as "100 tokens" and 50e9 nano-euros as
-// "50.00 EUR" (exact: as many decimals as needed, at least two).
+// who names the refusing scope's owner in messages.
+func (e *ExceededError) who() string {
+	tenant := "tenant " + strconv.Quote(e.Account.Tenant)
+	agent := "agent " + strconv.Quote(e.Account.Agent) + " of " + tenant
+	switch e.Scope {
+	case "agent":
+		return agent
+	case "policy":
+		pol := "policy " + strconv.Quote(e.Policy)
+		switch {
+		case e.Per == PerPolicy:
+			return pol
+		case e.Per == PerAgent && e.Account.Agent != "":
+			return pol + " for " + agent
+		}
+		return pol + " for " + tenant
+	}
+	return tenant
+}
+
+// formatQuantity renders 100 tokens as "100 tokens", 3 calls as "3
+// requests" and 50e9 nano-euros as "50.00 EUR" (exact: as many decimals as
+// needed, at least two).
 func formatQuantity(u Unit, v int64) string {
-	if u == UnitTokens {
+	switch u {
+	case UnitTokens:
 		return strconv.FormatInt(v, 10) + " tokens"
+	case UnitRequests:
+		if v == 1 {
+			return "1 request"
+		}
+		return strconv.FormatInt(v, 10) + " requests"
 	}
 	return money.FormatEUR(v) + " EUR"
 }

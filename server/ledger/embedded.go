@@ -11,6 +11,8 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
+
+	"github.com/flexway/flexway/server/money"
 )
 
 // Embedded store durability. A commit appends one record of its amounts to
@@ -119,6 +121,7 @@ func openEmbeddedFull(path string, noSync, background bool, warn func(string), n
 		warn:    warn,
 		onNotes: notes,
 		buckets: make(map[string]*ebucket),
+		windows: make(map[string]*ebucket),
 		res:     make(map[string]*eres),
 		pending: make(map[string]int64),
 		rotate:  true,
@@ -172,6 +175,7 @@ type embedded struct {
 	mu      sync.Mutex
 	closed  bool
 	buckets map[string]*ebucket
+	windows map[string]*ebucket // per-minute windows: in memory only, never journaled
 	res     map[string]*eres
 	expiry  resHeap
 	jf      journalFile      // current journal file; nil after the final checkpoint
@@ -201,7 +205,66 @@ type embedded struct {
 
 type ebucket struct {
 	committed, reserved int64
-	expireAt            int64 // unix seconds; 0 = unknown
+	expireAt            int64   // unix seconds; 0 = unknown
+	win                 *window // a per-minute window's slots (committed unused); nil for a period's bucket
+}
+
+// windowSlots is the number of one-second slots of a per-minute window:
+// an amount of second s counts while now < s+61, so that no 60-second
+// span holds more than the cap whatever the fraction of the seconds.
+const windowSlots = 61
+
+// window is a per-minute window's committed amounts, a ring of
+// windowSlots one-second slots with their running sum. It lives in the
+// embedded store's memory only: a restart forgets the last minute (the
+// day and month caps are durable), which costs no write per commit.
+type window struct {
+	last  int64 // the latest second advanced to (unix s): slots hold seconds in [last-60, last]
+	sum   int64 // the slots' total
+	slots [windowSlots]wslot
+}
+
+type wslot struct{ sec, amount int64 }
+
+// advance moves the window to second sec, dropping the slots that aged out
+// (nothing when sec is not after last: a clock that went back keeps
+// counting them).
+func (w *window) advance(sec int64) {
+	if sec <= w.last {
+		return
+	}
+	if sec-w.last >= windowSlots {
+		w.slots, w.sum = [windowSlots]wslot{}, 0
+	} else {
+		for t := w.last + 1; t <= sec; t++ {
+			sl := &w.slots[t%windowSlots]
+			w.sum -= sl.amount
+			*sl = wslot{}
+		}
+	}
+	w.last = sec
+}
+
+// used returns the live slots' total at second now.
+func (w *window) used(now int64) int64 {
+	w.advance(now)
+	return w.sum
+}
+
+// add counts amount in the slot of second sec, unless sec aged out of the
+// window already.
+func (w *window) add(sec, amount int64) {
+	w.advance(sec)
+	if sec < w.last-(windowSlots-1) {
+		return
+	}
+	sl := &w.slots[sec%windowSlots]
+	if sl.sec != sec {
+		w.sum -= sl.amount
+		*sl = wslot{sec: sec}
+	}
+	sl.amount = money.AddSat(sl.amount, amount)
+	w.sum = money.AddSat(w.sum, amount)
 }
 
 type eres struct {

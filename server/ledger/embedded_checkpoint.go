@@ -238,7 +238,9 @@ func (s *embedded) report(err error) {
 
 // evict forgets cached buckets past their expiry that hold no reservation
 // and no delta missing from the bbolt file (pending, or being written by a
-// checkpoint): reloading one gives its whole committed total.
+// checkpoint): reloading one gives its whole committed total. It forgets
+// the per-minute windows idle for windowLife (nothing in them counts any
+// more) that hold no reservation.
 func (s *embedded) evict(now int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -253,5 +255,10 @@ func (s *embedded) evict(now int64) {
 			continue
 		}
 		delete(s.buckets, id)
+	}
+	for id, b := range s.windows {
+		if b.reserved == 0 && b.expireAt < now {
+			delete(s.windows, id)
+		}
 	}
 }

@@ -37,6 +37,18 @@ func (s *embedded) bucket(id string, expireAt int64) (*ebucket, error) {
 	return b, nil
 }
 
+// window returns the per-minute window id, creating it. Called with mu
+// held.
+func (s *embedded) window(id string, expireAt int64) *ebucket {
+	b, ok := s.windows[id]
+	if !ok {
+		b = &ebucket{win: &window{}}
+		s.windows[id] = b
+	}
+	b.expireAt = max(b.expireAt, expireAt)
+	return b
+}
+
 // sweep drops reservations whose deadline is at or before now. Called with
 // mu held.
 func (s *embedded) sweep(now time.Time) {
@@ -65,17 +77,34 @@ func (s *embedded) reserve(_ context.Context, id string, lines []line, now, dead
 		return 0, balance{}, s.refusing(err)
 	}
 	s.sweep(now)
+	sec := now.Unix()
 	r := &eres{id: id, deadline: deadline.UnixNano(), lines: make([]eline, len(lines))}
-	for i, l := range lines {
-		b, err := s.bucket(l.bucket, l.expireAt)
-		if err != nil {
-			return 0, balance{}, err
+	refused, rbal := -1, balance{}
+	for i := range lines {
+		l := &lines[i]
+		var b *ebucket
+		committed := int64(0)
+		if l.slot != 0 {
+			b = s.window(l.bucket, l.expireAt)
+			committed = b.win.used(sec)
+		} else {
+			var err error
+			if b, err = s.bucket(l.bucket, l.expireAt); err != nil {
+				return 0, balance{}, err
+			}
+			committed = b.committed
 		}
-		used := money.AddSat(b.committed, b.reserved)
-		if l.limit >= 0 && money.AddSat(used, l.amount) > l.limit {
-			return i, balance{committed: b.committed, reserved: b.reserved}, nil
+		used := money.AddSat(committed, b.reserved)
+		if l.slot != 0 {
+			l.used = used
+		}
+		if refused < 0 && l.limit >= 0 && money.AddSat(used, l.amount) > l.limit {
+			refused, rbal = i, balance{committed: committed, reserved: b.reserved}
 		}
 		r.lines[i] = eline{b: b, amount: l.amount}
+	}
+	if refused >= 0 {
+		return refused, rbal, nil
 	}
 	for _, l := range r.lines {
 		l.b.reserved += l.amount
@@ -136,6 +165,45 @@ func (s *embedded) leaseEnd(_ context.Context, bucket string, need int64, now ti
 	return time.Time{}, nil
 }
 
+// windowFree implements Store, from the window's slots and the
+// reservations in memory (only on a refusal's path: it looks at every
+// reservation held).
+func (s *embedded) windowFree(_ context.Context, bucket string, need int64, now time.Time) (time.Time, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return time.Time{}, s.unusable("closed")
+	}
+	s.sweep(now)
+	b, ok := s.windows[bucket]
+	if !ok {
+		return time.Time{}, nil
+	}
+	type free struct{ at, amount int64 } // unix nanoseconds
+	var fs []free
+	b.win.advance(now.Unix())
+	for _, sl := range b.win.slots {
+		if sl.amount > 0 {
+			fs = append(fs, free{time.Unix(sl.sec+windowSlots, 0).UnixNano(), sl.amount})
+		}
+	}
+	for _, r := range s.res {
+		for _, l := range r.lines {
+			if l.b == b && l.amount > 0 {
+				fs = append(fs, free{r.deadline, l.amount})
+			}
+		}
+	}
+	slices.SortFunc(fs, func(x, y free) int { return cmp.Compare(x.at, y.at) })
+	var freed int64
+	for _, f := range fs {
+		if freed = money.AddSat(freed, f.amount); freed >= need {
+			return time.Unix(0, f.at), nil
+		}
+	}
+	return time.Time{}, nil
+}
+
 func (s *embedded) release(_ context.Context, id string, _ []line, now time.Time) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -157,7 +225,7 @@ func (s *embedded) release(_ context.Context, id string, _ []line, now time.Time
 func (s *embedded) commit(ctx context.Context, id string, lines []line, _ time.Time) error {
 	var note []byte
 	for _, l := range lines {
-		if l.amount != 0 {
+		if l.amount != 0 && l.slot == 0 {
 			note = noteOf(ctx) // outside the lock: it builds an audit line
 			break
 		}
@@ -171,6 +239,10 @@ func (s *embedded) commit(ctx context.Context, id string, lines []line, _ time.T
 	bs := arr[:0]
 	s.jdel = s.jdel[:0]
 	for _, l := range lines {
+		if l.slot != 0 {
+			bs = append(bs, s.windows[l.bucket]) // nil once evicted: its slot aged out
+			continue
+		}
 		b, err := s.bucket(l.bucket, l.expireAt)
 		if err != nil {
 			return err
@@ -197,6 +269,13 @@ func (s *embedded) commit(ctx context.Context, id string, lines []line, _ time.T
 		s.drop(r)
 	}
 	for i, l := range lines {
+		if l.slot != 0 {
+			if b := bs[i]; b != nil && l.amount != 0 {
+				b.win.add(l.slot, l.amount)
+				b.expireAt = max(b.expireAt, l.expireAt)
+			}
+			continue
+		}
 		if l.amount != 0 {
 			bs[i].committed = money.AddSat(bs[i].committed, l.amount)
 			s.pending[l.bucket] = money.AddSat(s.pending[l.bucket], l.amount)
@@ -241,6 +320,12 @@ func (s *embedded) balances(_ context.Context, ids []string, now time.Time) ([]b
 	s.sweep(now)
 	out := make([]balance, len(ids))
 	for i, id := range ids {
+		if isWindowBucket(id) {
+			if b, ok := s.windows[id]; ok {
+				out[i] = balance{committed: b.win.used(now.Unix()), reserved: b.reserved}
+			}
+			continue
+		}
 		b, err := s.bucket(id, 0)
 		if err != nil {
 			return nil, err

@@ -33,13 +33,14 @@ func TestEmbeddedPersistence(t *testing.T) {
 			mustCommit(t, l, mustReserve(t, l, acme, Amount{Tokens: 100, NanoEUR: 1000}), Amount{Tokens: 90, NanoEUR: 900})
 			mustCommit(t, l, mustReserve(t, l, acBot, Amount{Tokens: 10, NanoEUR: 100}), Amount{Tokens: 7, NanoEUR: 70})
 			mustReserve(t, l, acme, Amount{Tokens: 500}) // reservations die with the process
-			before := map[Account][]CapUsage{}
-			for _, a := range []Account{acme, acBot} {
+			accounts := []Account{acme, acBot}
+			before := make([][]CapUsage, len(accounts))
+			for i, a := range accounts {
 				us, err := l.Usage(ctx, a)
 				if err != nil {
 					t.Fatal(err)
 				}
-				before[a] = us
+				before[i] = us
 			}
 			if err := l.Close(); err != nil {
 				t.Fatal(err)
@@ -51,7 +52,8 @@ func TestEmbeddedPersistence(t *testing.T) {
 			}
 			l = New(p, s2, Options{Now: clk.Now})
 			defer l.Close()
-			for a, want := range before {
+			for ai, want := range before {
+				a := accounts[ai]
 				got, err := l.Usage(ctx, a)
 				if err != nil {
 					t.Fatal(err)

@@ -12,13 +12,20 @@ import (
 //	flexway:ledger:marker     the marker; absent = new or emptied Redis
 //	flexway:ledger:seq        hash: "e" → epoch, "s" → commit sequence, "rb" → a detected rollback
 //	flexway:ledger:b:<bucket> hash: "c" → committed total, "r" → reserved total
+//	                          (a per-minute window: "r" → reserved total, "s" → the live
+//	                          slots' total, "lo" → the oldest second not pruned, and
+//	                          "<unix second>" → what was committed in that second's slot)
 //	flexway:ledger:z:<bucket> sorted set: "<reservation id>/<amount>" → deadline (unix ms)
 //	flexway:ledger:d:<id>     a finished reservation (tombstone), for tombstoneGrace: "c" committed, "1" released
 //
-// <bucket> is "t:<tenant>:<cap>:<period>" or "a:<tenant>:<agent>:<cap>:<period>".
+// <bucket> is "t:<tenant>:<cap>:<period>" or "a:<tenant>:<agent>:<cap>:<period>",
+// a policy's "p:<policy>:..." (see policyBucketID), and for a per-minute
+// window the same without ":<period>".
 // The keys of a day bucket expire 3 days after the day began, those of a
 // month bucket 70 days after the month began (EXPIREAT, set when the key is
-// created).
+// created); those of a window windowLife (2 minutes) after their last
+// reservation or commit (PEXPIRE, by the Redis server's clock). A window's
+// slots are pruned, in the scripts that read it, by the ledger's clock.
 //
 // Rollback detection: every commit increments "s" in the same script that
 // applies it; every script returns (e, s), and every replica remembers the
@@ -83,67 +90,132 @@ local function purge(b, z, now)
 end
 `
 
+// luaWindow reads a per-minute window (hash b) at second nows: it prunes
+// the slots that aged out (fields of seconds below nows - 60: from "lo"
+// up, or all of them after a long idle time), keeping "s" their live
+// total, and returns "s" and "r" (decimal strings). A window that does not
+// exist is not created. wttl is the windows' TTL (ms).
+var luaWindow = `
+local wttl = ` + strconv.FormatInt(windowLife.Milliseconds(), 10) + `
+local function wread(b, nows)
+  local st = redis.call('HMGET', b, 'lo', 's', 'r')
+  local lo, cut = tonumber(st[1]), nows - 60
+  if not lo or lo >= cut then return st[2] or '0', st[3] or '0' end
+  local dead = {}
+  if cut - lo > 61 then
+    local all = redis.call('HGETALL', b)
+    for i = 1, #all, 2 do
+      local sec = tonumber(all[i])
+      if sec and sec < cut then dead[#dead + 1] = all[i] end
+    end
+  else
+    for t = lo, cut - 1 do dead[#dead + 1] = string.format('%d', t) end
+  end
+  local vs, gone = {}, {}
+  if #dead > 0 then vs = redis.call('HMGET', b, unpack(dead)) end
+  for i = 1, #vs do
+    if vs[i] then
+      gone[#gone + 1] = dead[i]
+      if vs[i] ~= '0' then redis.call('HINCRBY', b, 's', '-' .. vs[i]) end
+    end
+  end
+  if #gone > 0 then redis.call('HDEL', b, unpack(gone)) end
+  redis.call('HSET', b, 'lo', string.format('%d', cut))
+  return redis.call('HGET', b, 's') or '0', st[3] or '0'
+end
+`
+
 // reserve: KEYS = marker, seq, then b, z per line.
 // ARGV = known e, known s, known rollback, id, now ms, deadline ms, then
-// limit, amount, expireAt per line.
-// Returns {-1, e, s} when granted, {i, committed, reserved, e, s} (decimal
-// strings) when line i (0-based) refused. Expired reservations are purged
-// only when a line would refuse: they can only make a bucket look fuller,
-// so a grant never needs the purge.
-var reserveScript = redis.NewScript(luaGuard + luaPurge + `
+// limit, amount, expireAt, slot per line (slot "0": a period's bucket;
+// else a per-minute window, the second of the reservation).
+// Returns {-1, e, s, used...} when granted, {i, committed, reserved, e, s,
+// used...} (decimal strings) when line i (0-based) refused, where used are
+// the window lines' committed+reserved before this reservation, in line
+// order (integers). Expired reservations are purged only when a line would
+// refuse: they can only make a bucket look fuller, so a grant never needs
+// the purge.
+var reserveScript = redis.NewScript(luaGuard + luaPurge + luaWindow + `
 local e, s = guard()
 if not e then return s end
 local id, now, dl = ARGV[4], ARGV[5], ARGV[6]
+local nows = math.floor(tonumber(now) / 1000)
 local n = (#KEYS - 2) / 2
-for i = 0, n - 1 do
-  local limit = tonumber(ARGV[7 + 3*i])
-  if limit >= 0 then
-    local b, z = KEYS[3 + 2*i], KEYS[4 + 2*i]
-    local amt = tonumber(ARGV[8 + 3*i])
-    local cr = redis.call('HMGET', b, 'c', 'r')
-    if tonumber(cr[1] or '0') + tonumber(cr[2] or '0') + amt > limit then
-      purge(b, z, now)
-      cr = redis.call('HMGET', b, 'c', 'r')
-      if tonumber(cr[1] or '0') + tonumber(cr[2] or '0') + amt > limit then
-        return {i, cr[1] or '0', cr[2] or '0', e, s}
-      end
-    end
-  end
-end
+local refused, rc, rr = -1, '0', '0'
+local used = {}
 for i = 0, n - 1 do
   local b, z = KEYS[3 + 2*i], KEYS[4 + 2*i]
-  local amt, exp = ARGV[8 + 3*i], ARGV[9 + 3*i]
-  redis.call('ZADD', z, dl, id .. '/' .. amt)
-  if redis.call('HINCRBY', b, 'r', amt) == tonumber(amt) then
-    redis.call('EXPIREAT', b, exp)
-    redis.call('EXPIREAT', z, exp)
+  local limit, amt = tonumber(ARGV[7 + 4*i]), tonumber(ARGV[8 + 4*i])
+  local win = ARGV[10 + 4*i] ~= '0'
+  local c, r
+  if win then
+    c, r = wread(b, nows)
+  else
+    local cr = redis.call('HMGET', b, 'c', 'r')
+    c, r = cr[1] or '0', cr[2] or '0'
   end
+  if refused < 0 and limit >= 0 and tonumber(c) + tonumber(r) + amt > limit then
+    purge(b, z, now)
+    r = redis.call('HGET', b, 'r') or '0'
+    if tonumber(c) + tonumber(r) + amt > limit then refused, rc, rr = i, c, r end
+  end
+  if win then used[#used + 1] = tonumber(c) + tonumber(r) end
 end
-return {-1, e, s}
+local out
+if refused >= 0 then
+  out = {refused, rc, rr, e, s}
+else
+  for i = 0, n - 1 do
+    local b, z = KEYS[3 + 2*i], KEYS[4 + 2*i]
+    local amt, exp, slot = ARGV[8 + 4*i], ARGV[9 + 4*i], ARGV[10 + 4*i]
+    redis.call('ZADD', z, dl, id .. '/' .. amt)
+    if slot ~= '0' then
+      redis.call('HINCRBY', b, 'r', amt)
+      redis.call('HSETNX', b, 'lo', string.format('%d', nows - 60))
+      redis.call('PEXPIRE', b, wttl)
+      redis.call('PEXPIRE', z, wttl)
+    elseif redis.call('HINCRBY', b, 'r', amt) == tonumber(amt) then
+      redis.call('EXPIREAT', b, exp)
+      redis.call('EXPIREAT', z, exp)
+    end
+  end
+  out = {-1, e, s}
+end
+for i = 1, #used do out[#out + 1] = used[i] end
+return out
 `)
 
 // finish (commit and release): KEYS = marker, seq, tombstone, then b, z
 // per line. ARGV = known e, known s, known rollback, id, add (1 commit, 0
-// release), then held, amount, expireAt per line (held "-1": not reserved
-// there). The reservation is removed from each bucket that still holds it;
+// release), then held, amount, expireAt, slot per line (held "-1": not
+// reserved there; slot "0": a period's bucket, else a window's line, whose
+// amount goes to the field of its slot when the slot was not pruned yet,
+// or nowhere: it aged out). The reservation is removed from each bucket that still holds it;
 // on commit each amount is added to "c" and the commit sequence
 // incremented. The tombstone ("c" after a commit, "1" after a release:
 // the notes check at open tells them apart) makes a second call a no-op. id "" = nothing
 // was reserved. Returns {applied (0 or 1), e, s}.
-var finishScript = redis.NewScript(luaGuard + `
+var finishScript = redis.NewScript(luaGuard + luaWindow + `
 local e, s = guard()
 if not e then return s end
 local id, add = ARGV[4], ARGV[5] == '1'
 if id ~= '' and redis.call('EXISTS', KEYS[3]) == 1 then return {0, e, s} end
 for i = 0, (#KEYS - 3) / 2 - 1 do
   local b, z = KEYS[4 + 2*i], KEYS[5 + 2*i]
-  local held, amt = ARGV[6 + 3*i], ARGV[7 + 3*i]
+  local held, amt, slot = ARGV[6 + 4*i], ARGV[7 + 4*i], ARGV[9 + 4*i]
   if held ~= '-1' and redis.call('ZREM', z, id .. '/' .. held) == 1 and held ~= '0' then
     redis.call('HINCRBY', b, 'r', '-' .. held)
   end
   if add and amt ~= '0' then
-    if redis.call('HINCRBY', b, 'c', amt) == tonumber(amt) then
-      redis.call('EXPIREAT', b, ARGV[8 + 3*i])
+    if slot ~= '0' then
+      local lo = tonumber(redis.call('HGET', b, 'lo'))
+      if lo and tonumber(slot) >= lo then
+        redis.call('HINCRBY', b, slot, amt)
+        redis.call('HINCRBY', b, 's', amt)
+        redis.call('PEXPIRE', b, wttl)
+      end
+    elseif redis.call('HINCRBY', b, 'c', amt) == tonumber(amt) then
+      redis.call('EXPIREAT', b, ARGV[8 + 4*i])
     end
   end
 end
@@ -153,19 +225,28 @@ return {1, e, s}
 `)
 
 // balances: KEYS = marker, seq, then b, z per bucket; ARGV = known e, known
-// s, known rollback, now ms. Returns committed, reserved per bucket
-// (decimal strings), after purging the expired reservations, then e, s.
-var balancesScript = redis.NewScript(luaGuard + luaPurge + `
+// s, known rollback, now ms, then "1" per bucket that is a per-minute
+// window, "0" per other. Returns committed (a window: its live slots'
+// total), reserved per bucket (decimal strings), after purging the expired
+// reservations, then e, s.
+var balancesScript = redis.NewScript(luaGuard + luaPurge + luaWindow + `
 local e, s = guard()
 if not e then return s end
 local now = ARGV[4]
+local nows = math.floor(tonumber(now) / 1000)
 local out = {}
 for i = 0, (#KEYS - 2) / 2 - 1 do
   local b, z = KEYS[3 + 2*i], KEYS[4 + 2*i]
   purge(b, z, now)
-  local cr = redis.call('HMGET', b, 'c', 'r')
-  out[#out + 1] = cr[1] or '0'
-  out[#out + 1] = cr[2] or '0'
+  if ARGV[5 + i] == '1' then
+    local c, r = wread(b, nows)
+    out[#out + 1] = c
+    out[#out + 1] = r
+  else
+    local cr = redis.call('HMGET', b, 'c', 'r')
+    out[#out + 1] = cr[1] or '0'
+    out[#out + 1] = cr[2] or '0'
+  end
 end
 out[#out + 1] = e
 out[#out + 1] = s
@@ -195,6 +276,32 @@ local need, freed = tonumber(ARGV[2]), 0
 for i = 1, #ms, 2 do
   freed = freed + tonumber(string.match(ms[i], '/(%d+)$') or '0')
   if freed >= need then return ms[i + 1] end
+end
+return -1
+`)
+
+// windowFree: KEYS = b, z of a per-minute window; ARGV = now ms, need.
+// Returns the time (ms) at which the window's live slots (a slot of second
+// t frees at t+61 s) and unexpired reservations (at their deadlines, the
+// first 1024) ending first hold need in total, or -1 (they hold less).
+var windowFreeScript = redis.NewScript(`
+local now = tonumber(ARGV[1])
+local cut = math.floor(now / 1000) - 60
+local ev = {}
+local all = redis.call('HGETALL', KEYS[1])
+for i = 1, #all, 2 do
+  local sec = tonumber(all[i])
+  if sec and sec >= cut then ev[#ev + 1] = {(sec + 61) * 1000, tonumber(all[i + 1])} end
+end
+local ms = redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. ARGV[1], '+inf', 'WITHSCORES', 'LIMIT', 0, 1024)
+for i = 1, #ms, 2 do
+  ev[#ev + 1] = {tonumber(ms[i + 1]), tonumber(string.match(ms[i], '/(%d+)$') or '0')}
+end
+table.sort(ev, function(x, y) return x[1] < y[1] end)
+local need, freed = tonumber(ARGV[2]), 0
+for i = 1, #ev do
+  freed = freed + ev[i][2]
+  if freed >= need then return ev[i][1] end
 end
 return -1
 `)

@@ -18,20 +18,24 @@ func (s *redisStore) reserve(ctx context.Context, id string, lines []line, now, 
 	keys := make([]string, 2, 2+2*len(lines))
 	keys[0], keys[1] = markerKey, seqKey
 	args := s.args(id, unixMs(now), unixMs(deadline))
+	nwin := 0
 	for _, l := range lines {
 		keys = bucketKeys(keys, l.bucket)
-		args = append(args, l.limit, l.amount, l.expireAt)
+		args = append(args, l.limit, l.amount, l.expireAt, l.slot)
+		if l.slot != 0 {
+			nwin++
+		}
 	}
 	res, err := reserveScript.Run(ctx, s.c, keys, args...).Slice()
 	if err != nil {
 		return 0, balance{}, s.fail(ctx, "reserve", err)
 	}
-	if len(res) == 3 && s.observe(res[1], res[2]) == nil {
+	if len(res) == 3+nwin && s.observe(res[1], res[2]) == nil && s.windowUsed(lines, res[3:]) {
 		if v, ok := res[0].(int64); ok && v == -1 {
 			return -1, balance{}, nil
 		}
 	}
-	if len(res) == 5 && s.observe(res[3], res[4]) == nil {
+	if len(res) == 5+nwin && s.observe(res[3], res[4]) == nil && s.windowUsed(lines, res[5:]) {
 		i, ok := res[0].(int64)
 		com, err1 := replyInt(res[1])
 		rsv, err2 := replyInt(res[2])
@@ -40,6 +44,24 @@ func (s *redisStore) reserve(ctx context.Context, id string, lines []line, now, 
 		}
 	}
 	return 0, balance{}, s.fail(ctx, "reserve", fmt.Errorf("unexpected reply %v", res))
+}
+
+// windowUsed sets the used field of the window lines from the reserve
+// script's reply (one integer each, in order); false when one is not.
+func (s *redisStore) windowUsed(lines []line, used []any) bool {
+	j := 0
+	for i := range lines {
+		if lines[i].slot == 0 {
+			continue
+		}
+		v, ok := used[j].(int64)
+		if !ok {
+			return false
+		}
+		lines[i].used = v
+		j++
+	}
+	return true
 }
 
 // finish runs the finish script once.
@@ -53,7 +75,7 @@ func (s *redisStore) finish(ctx context.Context, op string, id string, lines []l
 	args := s.args(id, flag)
 	for _, l := range lines {
 		keys = bucketKeys(keys, l.bucket)
-		args = append(args, l.held, l.amount, l.expireAt)
+		args = append(args, l.held, l.amount, l.expireAt, l.slot)
 	}
 	res, err := finishScript.Run(ctx, s.c, keys, args...).Slice()
 	if err == nil && (len(res) != 3 || s.observe(res[1], res[2]) != nil) {
@@ -147,10 +169,16 @@ func (s *redisStore) release(ctx context.Context, id string, lines []line, _ tim
 func (s *redisStore) balances(ctx context.Context, buckets []string, now time.Time) ([]balance, error) {
 	keys := make([]string, 2, 2+2*len(buckets))
 	keys[0], keys[1] = markerKey, seqKey
+	args := s.args(unixMs(now))
 	for _, b := range buckets {
 		keys = bucketKeys(keys, b)
+		if isWindowBucket(b) {
+			args = append(args, "1")
+		} else {
+			args = append(args, "0")
+		}
 	}
-	res, err := balancesScript.Run(ctx, s.c, keys, s.args(unixMs(now))...).Slice()
+	res, err := balancesScript.Run(ctx, s.c, keys, args...).Slice()
 	if err != nil {
 		return nil, s.fail(ctx, "balances", err)
 	}
@@ -222,6 +250,22 @@ func (s *redisStore) leaseEnd(ctx context.Context, bucket string, need int64, no
 	ms, err := replyInt(v)
 	if err != nil {
 		return time.Time{}, s.fail(ctx, "lease end", fmt.Errorf("unexpected reply %v", v))
+	}
+	if ms < 0 {
+		return time.Time{}, nil
+	}
+	return time.UnixMilli(ms), nil
+}
+
+// windowFree implements Store, in one script (a refusal's path only).
+func (s *redisStore) windowFree(ctx context.Context, bucket string, need int64, now time.Time) (time.Time, error) {
+	v, err := windowFreeScript.Run(ctx, s.c, bucketKeys(nil, bucket), unixMs(now), need).Result()
+	if err != nil {
+		return time.Time{}, s.fail(ctx, "window", err)
+	}
+	ms, err := replyInt(v)
+	if err != nil {
+		return time.Time{}, s.fail(ctx, "window", fmt.Errorf("unexpected reply %v", v))
 	}
 	if ms < 0 {
 		return time.Time{}, nil

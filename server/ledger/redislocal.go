@@ -31,18 +31,20 @@ type jcommit struct {
 }
 
 // jline is one line of a journaled commit: the bucket, what was reserved
-// there (-1: nothing), the amount to add, the bucket's expiry (unix s).
+// there (-1: nothing), the amount to add, the bucket's expiry (unix s),
+// and for a per-minute window its slot (unix s; absent: a period's bucket).
 type jline struct {
 	Bucket   string `json:"b"`
 	Held     int64  `json:"h"`
 	Amount   int64  `json:"a"`
 	ExpireAt int64  `json:"x"`
+	Slot     int64  `json:"w,omitempty"`
 }
 
 func toJLines(ls []line) []jline {
 	out := make([]jline, len(ls))
 	for i, l := range ls {
-		out[i] = jline{Bucket: l.bucket, Held: l.held, Amount: l.amount, ExpireAt: l.expireAt}
+		out[i] = jline{Bucket: l.bucket, Held: l.held, Amount: l.amount, ExpireAt: l.expireAt, Slot: l.slot}
 	}
 	return out
 }
@@ -50,7 +52,7 @@ func toJLines(ls []line) []jline {
 func (c jcommit) lines() []line {
 	out := make([]line, len(c.Lines))
 	for i, l := range c.Lines {
-		out[i] = line{bucket: l.Bucket, limit: noLimit, held: l.Held, amount: l.Amount, expireAt: l.ExpireAt}
+		out[i] = line{bucket: l.Bucket, limit: noLimit, held: l.Held, amount: l.Amount, expireAt: l.ExpireAt, slot: l.Slot}
 	}
 	return out
 }

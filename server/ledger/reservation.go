@@ -24,6 +24,7 @@ type Reservation struct {
 	lines    []line       // reserved lines first (limit >= 0), then the other tracked buckets
 	kinds    []lineKind   // parallel to lines
 	nres     int          // number of reserved lines
+	rate     RateState    // the per-minute caps after this reservation
 
 	mu   sync.Mutex
 	done bool
@@ -35,20 +36,30 @@ func (r *Reservation) Account() Account { return r.account }
 // Amount returns the amount reserved (tokens and nano-euros), as asked.
 func (r *Reservation) Amount() Amount { return r.amount }
 
+// Rate returns the state of the account's per-minute caps (its tenant's,
+// its agent's and its policies') just after this reservation was granted,
+// its own hold counted: for the x-ratelimit-* headers. [NoRate] when the
+// account has no per-minute cap.
+func (r *Reservation) Rate() RateState { return r.rate }
+
 // Deadline returns when the reservation's current lease ends: it expires
 // then unless committed, released or renewed (its ledger renews it every
 // [LeaseRenewEvery] while it is held).
 func (r *Reservation) Deadline() time.Time { return time.Unix(0, r.deadline.Load()) }
 
 // Reserve holds amt against every cap in force for the account — the
-// tenant's and, for an agent, the agent's own — all or nothing, under a
+// tenant's, for an agent the agent's own, and those of the policies in
+// [Account.Policies] — all or nothing, in one store operation, under a
 // lease of [Options.ReservationTTL] ([LeaseTTL] by default) that the ledger
-// renews until the reservation is committed or released. It is refused
-// when committed + reserved + amt would exceed a cap's limit: the error is
-// then an *ExceededError naming the cap that refused (a month cap before a
-// day cap when both would); when the call would fit with nothing reserved,
-// its ByReservations is set and RetryAfter is the time until enough of the
-// reservations' leases end. Other errors wrap [ErrUnavailable].
+// renews until the reservation is committed or released. The token caps,
+// per-minute ones included, hold amt.Tokens, the euro cap amt.NanoEUR and
+// requests_per_minute one call. It is refused when committed + reserved +
+// amt would exceed a cap's limit: the error is then an *ExceededError
+// naming the cap that refused (a month cap before a day cap before a
+// per-minute one when several would); when the call would fit with nothing
+// reserved, its ByReservations is set and RetryAfter is the time until
+// enough of the reservations' leases end (for a per-minute cap, until
+// enough of the window ages out too). Other errors wrap [ErrUnavailable].
 //
 // An account with no cap in force gets a reservation without store I/O;
 // committing it still records the usage.
@@ -56,43 +67,43 @@ func (l *Ledger) Reserve(ctx context.Context, a Account, amt Amount) (*Reservati
 	amt.Tokens, amt.NanoEUR = max(amt.Tokens, 0), max(amt.NanoEUR, 0)
 	now := l.now()
 	p := l.periodsAt(now)
-	tc, ac := l.caps(a)
-	r := &Reservation{account: a, amount: amt, born: now}
+	var sbuf [4]scopeRef
+	scopes := l.scopes(a, sbuf[:0])
+	r := &Reservation{account: a, amount: amt, born: now, rate: NoRate}
 	r.deadline.Store(now.Add(l.ttl).UnixNano())
-	r.lines = make([]line, 0, 6)
-	r.kinds = make([]lineKind, 0, 6)
-	// Two passes: the capped buckets first (reserved), then the others.
-	scopes, nscopes := [2]*capSet{tc, ac}, 1
-	if a.Agent != "" {
-		nscopes = 2
+	n := 6 + numCaps*(len(scopes)-min(len(scopes), 2)) + 4
+	r.lines = make([]line, 0, n)
+	r.kinds = make([]lineKind, 0, n)
+	nowSec := now.Unix()
+	add := func(k lineKind, limit int64) {
+		ln := line{bucket: k.bucket(a, p), limit: limit, amount: amountOf(k.ci, amt), held: -1}
+		if isWindow(k.ci) {
+			ln.slot, ln.expireAt = nowSec, nowSec+int64(windowLife/time.Second)
+		} else {
+			ln.expireAt = p.exp(k.ci)
+		}
+		r.lines = append(r.lines, ln)
+		r.kinds = append(r.kinds, k)
 	}
-	for pass := 0; pass < 2; pass++ {
-		for ci := range capOrder {
-			for s := 0; s < nscopes; s++ {
-				limit := int64(noLimit)
-				if scopes[s] != nil {
-					limit = scopes[s].limit[ci]
-				}
-				if (limit != noLimit) != (pass == 0) {
-					continue
-				}
-				amount := amt.Tokens
-				if ci == ciEUR {
-					amount = amt.NanoEUR
-				}
-				agent := s == 1
-				r.lines = append(r.lines, line{
-					bucket:   bucketID(a, agent, capOrder[ci], p.period(ci)),
-					limit:    limit,
-					amount:   amount,
-					held:     -1,
-					expireAt: p.exp(ci),
-				})
-				r.kinds = append(r.kinds, lineKind{agent: agent, ci: ci})
+	// The capped buckets first (reserved), cap by cap.
+	for ci := range capOrder {
+		for _, sc := range scopes {
+			if sc.caps != nil && sc.caps.limit[ci] != noLimit {
+				add(lineKind{scope: sc.kind, pol: sc.pol, ci: ci}, sc.caps.limit[ci])
 			}
 		}
-		if pass == 0 {
-			r.nres = len(r.lines)
+	}
+	r.nres = len(r.lines)
+	// Then the tenant's and the agent's uncapped day and month buckets,
+	// tracked all the same (windows and policies only where capped).
+	for ci := 0; ci < ciTokMin; ci++ {
+		for _, sc := range scopes {
+			if sc.kind == scopePolicy {
+				break
+			}
+			if sc.caps == nil || sc.caps.limit[ci] == noLimit {
+				add(lineKind{scope: sc.kind, ci: ci}, noLimit)
+			}
 		}
 	}
 	if r.nres == 0 {
@@ -108,23 +119,57 @@ func (l *Ledger) Reserve(ctx context.Context, a Account, amt Amount) (*Reservati
 	if err != nil {
 		return nil, err
 	}
+	rate := NoRate
+	for i := 0; i < r.nres; i++ {
+		if ln := r.lines[i]; ln.slot != 0 {
+			used := ln.used
+			if refused < 0 {
+				used = money.AddSat(used, ln.amount)
+			}
+			rate.observe(r.kinds[i].ci, ln.limit, used)
+		}
+	}
 	if refused >= 0 {
-		ln := r.lines[refused]
-		e := l.exceeded(a, r.kinds[refused], ln.limit, bal.used(), p, now)
+		ln, k := r.lines[refused], r.kinds[refused]
+		e := l.exceeded(a, k, ln.limit, bal.used(), p, now)
 		e.Requested = ln.amount
-		if bal.reserved > 0 && money.AddSat(bal.committed, ln.amount) <= ln.limit {
+		e.Rate = rate
+		switch {
+		case isWindow(k.ci) && ln.amount > ln.limit:
+			e.RetryAfter = 0 // it never fits
+		case isWindow(k.ci):
+			l.windowWait(ctx, e, ln.bucket, money.AddSat(bal.used(), ln.amount)-ln.limit, now)
+			if bal.reserved > 0 && money.AddSat(bal.committed, ln.amount) <= ln.limit {
+				e.ByReservations, e.Reserved = true, bal.reserved
+			}
+		case bal.reserved > 0 && money.AddSat(bal.committed, ln.amount) <= ln.limit:
 			l.byReservations(ctx, e, ln.bucket, bal, money.AddSat(bal.used(), ln.amount)-ln.limit, now)
 		}
 		return nil, e
 	}
+	r.rate = rate
 	l.hold(r)
 	return r, nil
+}
+
+// amountOf is what a call of amt holds or adds on cap ci: its nano-euros
+// on the euro cap, one call on requests_per_minute, its tokens elsewhere.
+func amountOf(ci int, amt Amount) int64 {
+	switch ci {
+	case ciEUR:
+		return amt.NanoEUR
+	case ciReqMin:
+		return 1
+	}
+	return amt.Tokens
 }
 
 // Commit replaces the reservation by the actual usage, in the periods fixed
 // at reserve time: the reserved amounts are returned and actual is added to
 // the committed totals of every bucket of the account (tenant's and agent's,
-// capped or not). actual may exceed what was reserved — the provider billed
+// capped or not; its policies' capped ones) — to a per-minute window, in
+// the slot of the second of the reservation (one call for
+// requests_per_minute), where it counts until that second + 61 s. actual may exceed what was reserved — the provider billed
 // it — and is committed anyway. A reservation that already expired only adds
 // actual. Commit is idempotent per reservation: once a Commit or Release of r
 // succeeded, later ones return nil and change nothing. Errors wrap
@@ -138,23 +183,23 @@ func (l *Ledger) Reserve(ctx context.Context, a Account, amt Amount) (*Reservati
 // its values are kept.
 func (l *Ledger) Commit(ctx context.Context, r *Reservation, actual Amount) error {
 	return l.settle(ctx, r, func(ctx context.Context) error {
-		tokens, nano := max(actual.Tokens, 0), max(actual.NanoEUR, 0)
+		actual.Tokens, actual.NanoEUR = max(actual.Tokens, 0), max(actual.NanoEUR, 0)
+		now := l.now()
 		lines := make([]line, len(r.lines))
 		copy(lines, r.lines)
 		for i := range lines {
 			if i < r.nres {
 				lines[i].held = lines[i].amount
 			}
-			if r.kinds[i].ci == ciEUR {
-				lines[i].amount = nano
-			} else {
-				lines[i].amount = tokens
+			lines[i].amount = amountOf(r.kinds[i].ci, actual)
+			if lines[i].slot != 0 {
+				lines[i].expireAt = max(lines[i].expireAt, now.Unix()+int64(windowLife/time.Second))
 			}
 		}
 		// A failed commit's hold expires with its lease (the Redis store
 		// renews the holds of the commits it journaled itself, until they
 		// are replayed).
-		return l.store.commit(ctx, r.id, lines, l.now())
+		return l.store.commit(ctx, r.id, lines, now)
 	})
 }
 
