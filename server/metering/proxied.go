@@ -43,6 +43,7 @@ type ProxiedCall struct {
 	res      *ledger.Reservation   // the call's reservation, committed at the end
 	extra    []*ledger.Reservation // taken as the stream grew, released at the end
 	reserved int64                 // nano-euros held by res and extra
+	checked  ledger.RateState      // the per-minute caps at the check, before any reservation
 }
 
 // ReserveProxied readies a proxied call of fullMethod by the caller of st
@@ -77,7 +78,7 @@ func (m *Meter) ReserveProxied(ctx context.Context, st *call.State, fullMethod s
 	if err := refusal(s, err); err != nil {
 		return nil, true, err
 	}
-	pc = &ProxiedCall{m: m, st: st, p: p, acct: acct, ctx: ctx}
+	pc = &ProxiedCall{m: m, st: st, p: p, acct: acct, ctx: ctx, checked: s.Rate}
 	if p.Metering != PerByte {
 		res, err := m.cfg.Ledger.Reserve(ctx, acct, ledger.Amount{NanoEUR: money.PerThousand(1, p.NanoEURPerThousand)})
 		if err != nil {
@@ -88,19 +89,18 @@ func (m *Meter) ReserveProxied(ctx context.Context, st *call.State, fullMethod s
 	return pc, true, nil
 }
 
-// Rate is the state of the call's per-minute caps after its first
-// reservation, for the x-ratelimit-* headers ([RateHeaders]):
-// [ledger.NoRate] for a nil call and for a per-byte call (which reserves
-// as its messages pass, after its header is sent).
+// Rate is the state of the call's per-minute caps for the x-ratelimit-*
+// headers ([RateHeaders]): after its reservation for a per-call method;
+// at its check, before anything is reserved, for a per-byte one (which
+// reserves as its messages pass); [ledger.NoRate] for a nil call.
 func (c *ProxiedCall) Rate() ledger.RateState {
 	if c == nil {
 		return ledger.NoRate
 	}
-	res, _ := c.reservations()
-	if res == nil {
-		return ledger.NoRate
+	if res, _ := c.reservations(); res != nil {
+		return res.Rate()
 	}
-	return reservationRate(res)
+	return c.checked
 }
 
 // grow makes a per-byte call's reservation cover total bytes, twice ahead
