@@ -289,3 +289,29 @@ func TestRateLimitedOverGRPC(t *testing.T) {
 		t.Errorf("refusal header %v", header)
 	}
 }
+
+// TestPolicyBudgetOnModel: a policy matched on the model is held once the
+// body is parsed (the call's resolved policies): the first call for model
+// m is served, the second, JSON or streamed, is 429 rate_limited naming
+// the policy, with the headers and no event of a stream; the upstream sees
+// one call.
+func TestPolicyBudgetOnModel(t *testing.T) {
+	up := newUpstream(t, usageUpstream(10, 5))
+	g := startGateway(t, rateConfig(t, up.URL, "", "  policies:\n    - name: m-rpm\n      match: {model: m}\n      budget: {requests_per_minute: 1}\n"))
+	if resp, body := postKey(t, g, demoKey, chatBody); resp.StatusCode != 200 || rateOf(resp.Header) != (rateHeaders{"", "", "1", "0"}) {
+		t.Fatalf("first: %d %+v %s", resp.StatusCode, rateOf(resp.Header), body)
+	}
+	for _, body := range []string{chatBody, `{"model":"m","stream":true,"max_tokens":40,"messages":[{"role":"user","content":"Hi"}]}`} {
+		resp, raw := postKey(t, g, demoKey, body)
+		wantRateLimited(t, body, resp, raw)
+		if !strings.Contains(raw, "m-rpm") || strings.Contains(raw, "data:") {
+			t.Errorf("refusal body: %s", raw)
+		}
+		if got, want := rateOf(resp.Header), (rateHeaders{"", "", "1", "0"}); got != want {
+			t.Errorf("headers %+v, want %+v", got, want)
+		}
+	}
+	if n := len(up.requests()); n != 1 {
+		t.Fatalf("%d calls reached the upstream, want 1", n)
+	}
+}
