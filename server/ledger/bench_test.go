@@ -13,21 +13,30 @@ import (
 const benchConcurrency = 64
 
 // benchReserveCommit runs reserve+commit pairs from 64 goroutines (agents of
-// 16 tenants, every cap set, none ever reached) and reports pairs/s.
-func benchReserveCommit(b *testing.B, s Store) { benchReserveCommitCtx(b, s, ctx) }
+// 16 tenants, every day and month cap set, none ever reached) and reports
+// pairs/s.
+func benchReserveCommit(b *testing.B, s Store) { benchReserveCommitCtx(b, s, ctx, false) }
+
+// benchReserveCommitPerMinute is benchReserveCommit with tokens_per_minute
+// and requests_per_minute set on the tenants and on the agents too (four
+// windows per call, never reached).
+func benchReserveCommitPerMinute(b *testing.B, s Store) { benchReserveCommitCtx(b, s, ctx, true) }
 
 // benchReserveCommitCtx is benchReserveCommit committing with cctx (its
-// values: a note).
-func benchReserveCommitCtx(b *testing.B, s Store, cctx context.Context) {
+// values: a note), with the per-minute caps when perMinute.
+func benchReserveCommitCtx(b *testing.B, s Store, cctx context.Context, perMinute bool) {
 	p := Policy{
 		Soft:    0.8,
 		Default: Limits{TokensPerDay: i64(1 << 60), TokensPerMonth: i64(1 << 60), NanoEURPerMonth: i64(1 << 60)},
 		Tenants: map[string]TenantPolicy{},
 	}
+	agent := Limits{NanoEURPerMonth: i64(1 << 60)}
+	if perMinute {
+		p.Default.TokensPerMinute, p.Default.RequestsPerMinute = i64(1<<60), i64(1<<60)
+		agent.TokensPerMinute, agent.RequestsPerMinute = i64(1<<60), i64(1<<60)
+	}
 	for i := 0; i < 16; i++ {
-		p.Tenants["tenant-"+strconv.Itoa(i)] = TenantPolicy{Agents: map[string]Limits{
-			"agent": {NanoEURPerMonth: i64(1 << 60)},
-		}}
+		p.Tenants["tenant-"+strconv.Itoa(i)] = TenantPolicy{Agents: map[string]Limits{"agent": agent}}
 	}
 	l := New(p, s, Options{})
 	defer l.Close()
@@ -63,6 +72,17 @@ func BenchmarkEmbeddedReserveCommit(b *testing.B) {
 	benchReserveCommit(b, s)
 }
 
+// BenchmarkEmbeddedReserveCommitPerMinute is BenchmarkEmbeddedReserveCommit
+// with the tenant's and the agent's per-minute caps (issue 16's target:
+// at most 2 µs more per pair).
+func BenchmarkEmbeddedReserveCommitPerMinute(b *testing.B) {
+	s, err := openEmbedded(filepath.Join(b.TempDir(), "ledger.db"), true)
+	if err != nil {
+		b.Fatal(err)
+	}
+	benchReserveCommitPerMinute(b, s)
+}
+
 // BenchmarkEmbeddedReserveCommitFsync is the alternative not taken: an
 // fsync of the journal after every commit record.
 func BenchmarkEmbeddedReserveCommitFsync(b *testing.B) {
@@ -87,6 +107,21 @@ func BenchmarkRedisReserveCommit(b *testing.B) {
 	benchReserveCommit(b, s)
 }
 
+// BenchmarkRedisReserveCommitPerMinute is BenchmarkRedisReserveCommit with
+// the tenant's and the agent's per-minute caps: still one script per
+// reserve and one per commit.
+func BenchmarkRedisReserveCommitPerMinute(b *testing.B) {
+	srv := startRedis(b)
+	if _, err := InitRedis(ctx, srv.url); err != nil {
+		b.Fatal(err)
+	}
+	s, err := OpenRedis(ctx, srv.url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	benchReserveCommitPerMinute(b, s)
+}
+
 // benchNote is a note of an audit line's usual size (about 500 bytes).
 var benchNote = []byte(`{"time":"2026-12-01T22:00:00.123456Z","request_id":"0123456789abcdef0123456789abcdef","operation":"chat.completions","tenant":"tenant-1","agent":"agent","backend":"main","model_requested":"gpt-4o-mini","model_served":"gpt-4o-mini-2024-07-18","capability":"chat","input_tokens":500,"output_tokens":200,"cost_eur":"0.000550000","usage_estimated":false,"metered_by":"upstream","key_hash":"hk1:0123456789abcdef0123","user_hash":"hu1:0123456789abcdef0123","outcome":"ok","status":200,"duration_ms":812}`)
 
@@ -103,7 +138,7 @@ func BenchmarkRedisReserveCommitNotes(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	benchReserveCommitCtx(b, s, WithNote(ctx, func() []byte { return benchNote }))
+	benchReserveCommitCtx(b, s, WithNote(ctx, func() []byte { return benchNote }), false)
 }
 
 // BenchmarkRedisNoteWrite measures what a note costs a Redis commit: its

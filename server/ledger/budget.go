@@ -372,9 +372,9 @@ func (e *ExceededError) Error() string {
 	var wait string
 	switch {
 	case e.PerMinute() && e.ByReservations:
-		wait = fmt.Sprintf("%s of it are held by calls in flight; retry in %s", formatQuantity(u, e.Reserved), formatWait(e.RetryAfter))
+		wait = fmt.Sprintf("%s of it are held by calls in flight; retry in %s", formatQuantity(u, e.Reserved), formatSeconds(e.RetryAfter))
 	case e.PerMinute():
-		wait = "retry in " + formatWait(e.RetryAfter)
+		wait = "retry in " + formatSeconds(e.RetryAfter)
 	case e.ByReservations:
 		wait = fmt.Sprintf("%s of it are held by calls in flight, whose reservations end or are settled within %s", formatQuantity(u, e.Reserved), formatWait(e.RetryAfter))
 	default:
@@ -421,6 +421,11 @@ func formatQuantity(u Unit, v int64) string {
 		return strconv.FormatInt(v, 10) + " requests"
 	}
 	return money.FormatEUR(v) + " EUR"
+}
+
+// formatSeconds renders a wait in whole seconds, rounded up: "61s".
+func formatSeconds(d time.Duration) string {
+	return strconv.FormatInt(int64((max(d, 0)+time.Second-1)/time.Second), 10) + "s"
 }
 
 // formatWait renders a wait rounded up: "45s", "12m", "3h12m", "17d4h5m".

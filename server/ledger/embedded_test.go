@@ -242,12 +242,26 @@ func TestEmbeddedKill9(t *testing.T) {
 
 // BenchmarkEmbeddedReserveCommitSerial measures one reserve+commit pair at
 // concurrency 1 (ns/op = one pair): the latency a single call pays.
-func BenchmarkEmbeddedReserveCommitSerial(b *testing.B) {
+func BenchmarkEmbeddedReserveCommitSerial(b *testing.B) { benchSerial(b, false) }
+
+// BenchmarkEmbeddedReserveCommitSerialPerMinute is
+// BenchmarkEmbeddedReserveCommitSerial with tokens_per_minute and
+// requests_per_minute on the tenant and on the agent (issue 16's target:
+// at most 2 µs more per pair).
+func BenchmarkEmbeddedReserveCommitSerialPerMinute(b *testing.B) { benchSerial(b, true) }
+
+func benchSerial(b *testing.B, perMinute bool) {
 	s, err := openEmbedded(filepath.Join(b.TempDir(), "ledger.db"), true)
 	if err != nil {
 		b.Fatal(err)
 	}
 	p := Policy{Default: Limits{TokensPerDay: i64(1 << 60), TokensPerMonth: i64(1 << 60), NanoEURPerMonth: i64(1 << 60)}}
+	if perMinute {
+		p.Default.TokensPerMinute, p.Default.RequestsPerMinute = i64(1<<60), i64(1<<60)
+		p.Tenants = map[string]TenantPolicy{"tenant": {Agents: map[string]Limits{
+			"agent": {TokensPerMinute: i64(1 << 60), RequestsPerMinute: i64(1 << 60)},
+		}}}
+	}
 	l := New(p, s, Options{})
 	defer l.Close()
 	a := Account{Tenant: "tenant", Agent: "agent"}

@@ -26,6 +26,10 @@ import (
 // created); those of a window windowLife (2 minutes) after their last
 // reservation or commit (PEXPIRE, by the Redis server's clock). A window's
 // slots are pruned, in the scripts that read it, by the ledger's clock.
+// Both keys of a window get the same TTL whenever one is set, so that no
+// hold outlives its deadline set. A call that holds a window for longer
+// than windowLife while nothing else uses that window loses its hold there
+// (its slot aged out long before: only the hold was still counted).
 //
 // Rollback detection: every commit increments "s" in the same script that
 // applies it; every script returns (e, s), and every replica remembers the
@@ -93,14 +97,16 @@ end
 // luaWindow reads a per-minute window (hash b) at second nows: it prunes
 // the slots that aged out (fields of seconds below nows - 60: from "lo"
 // up, or all of them after a long idle time), keeping "s" their live
-// total, and returns "s" and "r" (decimal strings). A window that does not
-// exist is not created. wttl is the windows' TTL (ms).
+// total, and returns "s" and "r" (decimal strings), and true when the
+// window has no "lo" yet (it is new). A window that does not exist is not
+// created. wttl is the windows' TTL (ms).
 var luaWindow = `
 local wttl = ` + strconv.FormatInt(windowLife.Milliseconds(), 10) + `
 local function wread(b, nows)
   local st = redis.call('HMGET', b, 'lo', 's', 'r')
   local lo, cut = tonumber(st[1]), nows - 60
-  if not lo or lo >= cut then return st[2] or '0', st[3] or '0' end
+  if not lo then return '0', st[3] or '0', true end
+  if lo >= cut then return st[2] or '0', st[3] or '0' end
   local dead = {}
   if cut - lo > 61 then
     local all = redis.call('HGETALL', b)
@@ -142,14 +148,14 @@ local id, now, dl = ARGV[4], ARGV[5], ARGV[6]
 local nows = math.floor(tonumber(now) / 1000)
 local n = (#KEYS - 2) / 2
 local refused, rc, rr = -1, '0', '0'
-local used = {}
+local used, fresh = {}, {}
 for i = 0, n - 1 do
   local b, z = KEYS[3 + 2*i], KEYS[4 + 2*i]
   local limit, amt = tonumber(ARGV[7 + 4*i]), tonumber(ARGV[8 + 4*i])
   local win = ARGV[10 + 4*i] ~= '0'
   local c, r
   if win then
-    c, r = wread(b, nows)
+    c, r, fresh[i] = wread(b, nows)
   else
     local cr = redis.call('HMGET', b, 'c', 'r')
     c, r = cr[1] or '0', cr[2] or '0'
@@ -171,7 +177,7 @@ else
     redis.call('ZADD', z, dl, id .. '/' .. amt)
     if slot ~= '0' then
       redis.call('HINCRBY', b, 'r', amt)
-      redis.call('HSETNX', b, 'lo', string.format('%d', nows - 60))
+      if fresh[i] then redis.call('HSET', b, 'lo', string.format('%d', nows - 60)) end
       redis.call('PEXPIRE', b, wttl)
       redis.call('PEXPIRE', z, wttl)
     elseif redis.call('HINCRBY', b, 'r', amt) == tonumber(amt) then
@@ -212,7 +218,10 @@ for i = 0, (#KEYS - 3) / 2 - 1 do
       if lo and tonumber(slot) >= lo then
         redis.call('HINCRBY', b, slot, amt)
         redis.call('HINCRBY', b, 's', amt)
+        -- b and z always expire together: a z gone before b would leave
+        -- the holds it listed in "r" for good.
         redis.call('PEXPIRE', b, wttl)
+        redis.call('PEXPIRE', z, wttl)
       end
     elseif redis.call('HINCRBY', b, 'c', amt) == tonumber(amt) then
       redis.call('EXPIREAT', b, ARGV[8 + 4*i])
