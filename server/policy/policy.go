@@ -14,6 +14,8 @@
 package policy
 
 import (
+	"slices"
+
 	"github.com/flexway/flexway/server/config"
 )
 
@@ -498,4 +500,26 @@ func (t *Table) Empty() bool {
 // is the table's: read-only.
 func (t *Table) Policies() []*Policy {
 	return t.policies
+}
+
+// Consumer returns the policies that may apply to the calls of a
+// consumer for operation, whatever their listener and model: those whose
+// match's operation, tenant and agent are each absent or equal to
+// operation, tenant and agent (agent "" for a tenant's own calls); most
+// specific first. A policy that names a listener or a model applies only
+// to the calls that condition still selects. A scan of every policy, for
+// the admin view: not for a call's path.
+func (t *Table) Consumer(operation, tenant, agent string) []*Policy {
+	var out []*Policy
+	for _, p := range t.policies {
+		m := p.Match
+		if (m.Operation == "" || m.Operation == operation) &&
+			(m.Tenant == "" || m.Tenant == tenant) &&
+			(m.Agent == "" || m.Agent == agent) {
+			out = append(out, p)
+		}
+	}
+	// Declaration order already: a stable sort by level is (Level, Index).
+	slices.SortStableFunc(out, func(a, b *Policy) int { return int(a.Level) - int(b.Level) })
+	return out
 }

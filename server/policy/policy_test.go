@@ -164,6 +164,14 @@ func TestResolveSharesOneGroupsSlice(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { _ = tab.Resolve(k).BudgetNames() }); n != 0 {
 		t.Fatalf("Resolve+BudgetNames of one group: %v allocations, want 0", n)
 	}
+	merged := Compile([]config.Policy{
+		{Name: "a", Match: config.PolicyMatch{Tenant: "acme"}},
+		{Name: "b", Match: config.PolicyMatch{Listener: "http"}},
+		{Name: "c"},
+	})
+	if n := testing.AllocsPerRun(100, func() { _ = merged.Resolve(k).BudgetNames() }); n != 1 {
+		t.Fatalf("Resolve+BudgetNames of three groups, no budget: %v allocations, want 1", n)
+	}
 	if got := tab.Resolve(k).BudgetNames(); !reflect.DeepEqual(got, []string{"b"}) {
 		t.Fatalf("BudgetNames = %v", got)
 	}
@@ -301,5 +309,32 @@ func TestPolicyDeclaration(t *testing.T) {
 	}
 	if ps[0].HasModelRule() || ps[0].HasBackendRule() || !ps[0].AllowsModel("x") || !ps[0].AllowsBackend("y") || ps[0].Models() != nil {
 		t.Errorf("no governance: %+v", ps[0])
+	}
+}
+
+func TestConsumerIgnoresListenerAndModel(t *testing.T) {
+	tab := Compile([]config.Policy{
+		{Name: "global"},
+		{Name: "grpc-only", Match: config.PolicyMatch{Listener: "grpc"}},
+		{Name: "embed", Match: config.PolicyMatch{Operation: config.OperationEmbeddings}},
+		{Name: "chat-fast", Match: config.PolicyMatch{Operation: config.OperationChatCompletions, Model: "fast"}},
+		{Name: "acme", Match: config.PolicyMatch{Tenant: "acme"}},
+		{Name: "acme-bot", Match: config.PolicyMatch{Tenant: "acme", Agent: "bot"}},
+		{Name: "globex", Match: config.PolicyMatch{Tenant: "globex"}},
+		{Name: "any-bot", Match: config.PolicyMatch{Agent: "bot"}},
+	})
+	var got []string
+	for _, p := range tab.Consumer(config.OperationChatCompletions, "acme", "bot") {
+		got = append(got, p.Name)
+	}
+	if want := []string{"acme-bot", "any-bot", "acme", "chat-fast", "grpc-only", "global"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("agent view = %v, want %v", got, want)
+	}
+	got = nil
+	for _, p := range tab.Consumer(config.OperationEmbeddings, "acme", "") {
+		got = append(got, p.Name)
+	}
+	if want := []string{"acme", "embed", "grpc-only", "global"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("tenant view = %v, want %v", got, want)
 	}
 }

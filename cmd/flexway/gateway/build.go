@@ -5,7 +5,9 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
+	"slices"
 	"time"
 
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
@@ -120,7 +122,8 @@ func (g *Gateway) build(o Options) error {
 	core.Register(gs)
 	core.Register(g.inproc)
 	if led != nil {
-		as := admin.New(led, accts, func() []*flexwayv1.BackendState { return backendStates(cfg, routes, bs, pools) })
+		as := admin.New(led, accts, func() []*flexwayv1.BackendState { return backendStates(cfg, routes, bs, pools) },
+			policy.Compile(cfg.AI.Policies), slices.Collect(maps.Keys(cfg.AI.GRPC.Services)))
 		flexwayv1.RegisterAdminServiceServer(gs, as)
 		flexwayv1.RegisterAdminServiceServer(g.inproc, as)
 	}

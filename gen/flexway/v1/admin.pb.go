@@ -11,6 +11,7 @@ import (
 	_ "google.golang.org/genproto/googleapis/api/annotations"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	structpb "google.golang.org/protobuf/types/known/structpb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -621,12 +622,522 @@ func (x *ListUsageResponse) GetAccounts() []*BudgetUsage {
 	return nil
 }
 
+// GetTenantPoliciesRequest names a tenant.
+type GetTenantPoliciesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Tenant is the tenant's name, as declared in ai.tenants or by an API
+	// key.
+	Tenant        string `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetTenantPoliciesRequest) Reset() {
+	*x = GetTenantPoliciesRequest{}
+	mi := &file_flexway_v1_admin_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetTenantPoliciesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetTenantPoliciesRequest) ProtoMessage() {}
+
+func (x *GetTenantPoliciesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_flexway_v1_admin_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetTenantPoliciesRequest.ProtoReflect.Descriptor instead.
+func (*GetTenantPoliciesRequest) Descriptor() ([]byte, []int) {
+	return file_flexway_v1_admin_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *GetTenantPoliciesRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+// GetAgentPoliciesRequest names an agent of a tenant.
+type GetAgentPoliciesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Tenant is the agent's tenant.
+	Tenant string `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	// Agent is the agent's name.
+	Agent         string `protobuf:"bytes,2,opt,name=agent,proto3" json:"agent,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetAgentPoliciesRequest) Reset() {
+	*x = GetAgentPoliciesRequest{}
+	mi := &file_flexway_v1_admin_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetAgentPoliciesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetAgentPoliciesRequest) ProtoMessage() {}
+
+func (x *GetAgentPoliciesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_flexway_v1_admin_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetAgentPoliciesRequest.ProtoReflect.Descriptor instead.
+func (*GetAgentPoliciesRequest) Descriptor() ([]byte, []int) {
+	return file_flexway_v1_admin_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *GetAgentPoliciesRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *GetAgentPoliciesRequest) GetAgent() string {
+	if x != nil {
+		return x.Agent
+	}
+	return ""
+}
+
+// ConsumerPolicies is the ai.policies that apply to one consumer's calls.
+type ConsumerPolicies struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Tenant is the tenant asked for.
+	Tenant string `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	// Agent is the agent asked for, or empty for the tenant's own calls.
+	Agent string `protobuf:"bytes,2,opt,name=agent,proto3" json:"agent,omitempty"`
+	// Operations holds one entry per operation, in the order
+	// ai.chatCompletions, ai.embeddings, ai.listModels, then every service
+	// of ai.grpc.services sorted by name.
+	Operations    []*OperationPolicies `protobuf:"bytes,3,rep,name=operations,proto3" json:"operations,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConsumerPolicies) Reset() {
+	*x = ConsumerPolicies{}
+	mi := &file_flexway_v1_admin_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConsumerPolicies) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConsumerPolicies) ProtoMessage() {}
+
+func (x *ConsumerPolicies) ProtoReflect() protoreflect.Message {
+	mi := &file_flexway_v1_admin_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConsumerPolicies.ProtoReflect.Descriptor instead.
+func (*ConsumerPolicies) Descriptor() ([]byte, []int) {
+	return file_flexway_v1_admin_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ConsumerPolicies) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *ConsumerPolicies) GetAgent() string {
+	if x != nil {
+		return x.Agent
+	}
+	return ""
+}
+
+func (x *ConsumerPolicies) GetOperations() []*OperationPolicies {
+	if x != nil {
+		return x.Operations
+	}
+	return nil
+}
+
+// OperationPolicies is the policies that apply to a consumer's calls of
+// one operation.
+type OperationPolicies struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Operation is ai.chatCompletions, ai.embeddings, ai.listModels or a
+	// gRPC service's full name (acme.ocr.v1.OcrService).
+	Operation string `protobuf:"bytes,1,opt,name=operation,proto3" json:"operation,omitempty"`
+	// Policies, most specific first (by level, then declaration order);
+	// empty when none applies. A policy whose match names a listener or a
+	// model applies only to the calls its match still selects.
+	Policies      []*AppliedPolicy `protobuf:"bytes,2,rep,name=policies,proto3" json:"policies,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OperationPolicies) Reset() {
+	*x = OperationPolicies{}
+	mi := &file_flexway_v1_admin_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OperationPolicies) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OperationPolicies) ProtoMessage() {}
+
+func (x *OperationPolicies) ProtoReflect() protoreflect.Message {
+	mi := &file_flexway_v1_admin_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OperationPolicies.ProtoReflect.Descriptor instead.
+func (*OperationPolicies) Descriptor() ([]byte, []int) {
+	return file_flexway_v1_admin_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *OperationPolicies) GetOperation() string {
+	if x != nil {
+		return x.Operation
+	}
+	return ""
+}
+
+func (x *OperationPolicies) GetPolicies() []*AppliedPolicy {
+	if x != nil {
+		return x.Policies
+	}
+	return nil
+}
+
+// AppliedPolicy is one policy as it applies to a consumer's calls.
+type AppliedPolicy struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Name is the policy's name (ai.policies[].name).
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Level is agent, tenant, route, service, listener or global: its
+	// match's most specific key.
+	Level string `protobuf:"bytes,2,opt,name=level,proto3" json:"level,omitempty"`
+	// Match is the conditions of the policy's match that still narrow the
+	// calls it applies to.
+	Match *PolicyConditions `protobuf:"bytes,3,opt,name=match,proto3" json:"match,omitempty"`
+	// Mode is enforce or shadow (governance.mode); enforce for a policy
+	// without governance.
+	Mode string `protobuf:"bytes,4,opt,name=mode,proto3" json:"mode,omitempty"`
+	// Models is governance.models: null when the policy has no model rule,
+	// [] when it allows no model, ["*"] when it allows every one.
+	Models *structpb.ListValue `protobuf:"bytes,5,opt,name=models,proto3" json:"models,omitempty"`
+	// Backends is governance.backends: null when the policy has no backend
+	// rule, else the only backends that may serve its calls.
+	Backends *structpb.ListValue `protobuf:"bytes,6,opt,name=backends,proto3" json:"backends,omitempty"`
+	// Budget is the policy's own caps, null when it sets none.
+	Budget        *PolicyCaps `protobuf:"bytes,7,opt,name=budget,proto3" json:"budget,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppliedPolicy) Reset() {
+	*x = AppliedPolicy{}
+	mi := &file_flexway_v1_admin_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppliedPolicy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppliedPolicy) ProtoMessage() {}
+
+func (x *AppliedPolicy) ProtoReflect() protoreflect.Message {
+	mi := &file_flexway_v1_admin_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppliedPolicy.ProtoReflect.Descriptor instead.
+func (*AppliedPolicy) Descriptor() ([]byte, []int) {
+	return file_flexway_v1_admin_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *AppliedPolicy) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *AppliedPolicy) GetLevel() string {
+	if x != nil {
+		return x.Level
+	}
+	return ""
+}
+
+func (x *AppliedPolicy) GetMatch() *PolicyConditions {
+	if x != nil {
+		return x.Match
+	}
+	return nil
+}
+
+func (x *AppliedPolicy) GetMode() string {
+	if x != nil {
+		return x.Mode
+	}
+	return ""
+}
+
+func (x *AppliedPolicy) GetModels() *structpb.ListValue {
+	if x != nil {
+		return x.Models
+	}
+	return nil
+}
+
+func (x *AppliedPolicy) GetBackends() *structpb.ListValue {
+	if x != nil {
+		return x.Backends
+	}
+	return nil
+}
+
+func (x *AppliedPolicy) GetBudget() *PolicyCaps {
+	if x != nil {
+		return x.Budget
+	}
+	return nil
+}
+
+// PolicyConditions is what narrows a policy beyond its consumer and
+// operation: empty fields select every value.
+type PolicyConditions struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Listener is http or grpc, or empty.
+	Listener string `protobuf:"bytes,1,opt,name=listener,proto3" json:"listener,omitempty"`
+	// Model is the requested model or alias, or empty.
+	Model         string `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PolicyConditions) Reset() {
+	*x = PolicyConditions{}
+	mi := &file_flexway_v1_admin_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PolicyConditions) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PolicyConditions) ProtoMessage() {}
+
+func (x *PolicyConditions) ProtoReflect() protoreflect.Message {
+	mi := &file_flexway_v1_admin_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PolicyConditions.ProtoReflect.Descriptor instead.
+func (*PolicyConditions) Descriptor() ([]byte, []int) {
+	return file_flexway_v1_admin_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *PolicyConditions) GetListener() string {
+	if x != nil {
+		return x.Listener
+	}
+	return ""
+}
+
+func (x *PolicyConditions) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+// PolicyCaps is a policy's budget section.
+type PolicyCaps struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Per is whose bucket the caps count in: tenant, agent or policy.
+	Per string `protobuf:"bytes,1,opt,name=per,proto3" json:"per,omitempty"`
+	// Caps holds one entry per cap set, in the order tokens_per_minute,
+	// requests_per_minute, tokens_per_day, tokens_per_month,
+	// eur_per_month.
+	Caps          []*CapLimit `protobuf:"bytes,2,rep,name=caps,proto3" json:"caps,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PolicyCaps) Reset() {
+	*x = PolicyCaps{}
+	mi := &file_flexway_v1_admin_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PolicyCaps) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PolicyCaps) ProtoMessage() {}
+
+func (x *PolicyCaps) ProtoReflect() protoreflect.Message {
+	mi := &file_flexway_v1_admin_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PolicyCaps.ProtoReflect.Descriptor instead.
+func (*PolicyCaps) Descriptor() ([]byte, []int) {
+	return file_flexway_v1_admin_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *PolicyCaps) GetPer() string {
+	if x != nil {
+		return x.Per
+	}
+	return ""
+}
+
+func (x *PolicyCaps) GetCaps() []*CapLimit {
+	if x != nil {
+		return x.Caps
+	}
+	return nil
+}
+
+// CapLimit is one cap's limit.
+type CapLimit struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Cap is the cap's key: tokens_per_minute, requests_per_minute,
+	// tokens_per_day, tokens_per_month or eur_per_month.
+	Cap string `protobuf:"bytes,1,opt,name=cap,proto3" json:"cap,omitempty"`
+	// Unit is "tokens", "requests" or "nano_eur" (10^-9 euro).
+	Unit string `protobuf:"bytes,2,opt,name=unit,proto3" json:"unit,omitempty"`
+	// Limit is the cap, in unit.
+	Limit         int64 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CapLimit) Reset() {
+	*x = CapLimit{}
+	mi := &file_flexway_v1_admin_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CapLimit) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CapLimit) ProtoMessage() {}
+
+func (x *CapLimit) ProtoReflect() protoreflect.Message {
+	mi := &file_flexway_v1_admin_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CapLimit.ProtoReflect.Descriptor instead.
+func (*CapLimit) Descriptor() ([]byte, []int) {
+	return file_flexway_v1_admin_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *CapLimit) GetCap() string {
+	if x != nil {
+		return x.Cap
+	}
+	return ""
+}
+
+func (x *CapLimit) GetUnit() string {
+	if x != nil {
+		return x.Unit
+	}
+	return ""
+}
+
+func (x *CapLimit) GetLimit() int64 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
 var File_flexway_v1_admin_proto protoreflect.FileDescriptor
 
 const file_flexway_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"\x16flexway/v1/admin.proto\x12\n" +
-	"flexway.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1aflexway/v1/operation.proto\x1a\x1cgoogle/api/annotations.proto\"8\n" +
+	"flexway.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1aflexway/v1/operation.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x1cgoogle/protobuf/struct.proto\"8\n" +
 	"\x15GetTenantUsageRequest\x12\x1f\n" +
 	"\x06tenant\x18\x01 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\x06tenant\"V\n" +
 	"\x14GetAgentUsageRequest\x12\x1f\n" +
@@ -660,14 +1171,51 @@ const file_flexway_v1_admin_proto_rawDesc = "" +
 	"\x05state\x18\x02 \x01(\tR\x05state\"\x12\n" +
 	"\x10ListUsageRequest\"H\n" +
 	"\x11ListUsageResponse\x123\n" +
-	"\baccounts\x18\x01 \x03(\v2\x17.flexway.v1.BudgetUsageR\baccounts2\xc8\x04\n" +
+	"\baccounts\x18\x01 \x03(\v2\x17.flexway.v1.BudgetUsageR\baccounts\";\n" +
+	"\x18GetTenantPoliciesRequest\x12\x1f\n" +
+	"\x06tenant\x18\x01 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\x06tenant\"Y\n" +
+	"\x17GetAgentPoliciesRequest\x12\x1f\n" +
+	"\x06tenant\x18\x01 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\x06tenant\x12\x1d\n" +
+	"\x05agent\x18\x02 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\x05agent\"\x7f\n" +
+	"\x10ConsumerPolicies\x12\x16\n" +
+	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x14\n" +
+	"\x05agent\x18\x02 \x01(\tR\x05agent\x12=\n" +
+	"\n" +
+	"operations\x18\x03 \x03(\v2\x1d.flexway.v1.OperationPoliciesR\n" +
+	"operations\"h\n" +
+	"\x11OperationPolicies\x12\x1c\n" +
+	"\toperation\x18\x01 \x01(\tR\toperation\x125\n" +
+	"\bpolicies\x18\x02 \x03(\v2\x19.flexway.v1.AppliedPolicyR\bpolicies\"\x9d\x02\n" +
+	"\rAppliedPolicy\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05level\x18\x02 \x01(\tR\x05level\x122\n" +
+	"\x05match\x18\x03 \x01(\v2\x1c.flexway.v1.PolicyConditionsR\x05match\x12\x12\n" +
+	"\x04mode\x18\x04 \x01(\tR\x04mode\x122\n" +
+	"\x06models\x18\x05 \x01(\v2\x1a.google.protobuf.ListValueR\x06models\x126\n" +
+	"\bbackends\x18\x06 \x01(\v2\x1a.google.protobuf.ListValueR\bbackends\x12.\n" +
+	"\x06budget\x18\a \x01(\v2\x16.flexway.v1.PolicyCapsR\x06budget\"D\n" +
+	"\x10PolicyConditions\x12\x1a\n" +
+	"\blistener\x18\x01 \x01(\tR\blistener\x12\x14\n" +
+	"\x05model\x18\x02 \x01(\tR\x05model\"H\n" +
+	"\n" +
+	"PolicyCaps\x12\x10\n" +
+	"\x03per\x18\x01 \x01(\tR\x03per\x12(\n" +
+	"\x04caps\x18\x02 \x03(\v2\x14.flexway.v1.CapLimitR\x04caps\"F\n" +
+	"\bCapLimit\x12\x10\n" +
+	"\x03cap\x18\x01 \x01(\tR\x03cap\x12\x12\n" +
+	"\x04unit\x18\x02 \x01(\tR\x04unit\x12\x14\n" +
+	"\x05limit\x18\x03 \x01(\x03R\x05limit2\xa0\a\n" +
 	"\fAdminService\x12\x92\x01\n" +
 	"\x0eGetTenantUsage\x12!.flexway.v1.GetTenantUsageRequest\x1a\x17.flexway.v1.BudgetUsage\"D\xa2\xbb\x18\x16\n" +
 	"\x14admin.getTenantUsage\x82\xd3\xe4\x93\x02$\x12\"/flexway/v1/tenants/{tenant}/usage\x12\x9e\x01\n" +
 	"\rGetAgentUsage\x12 .flexway.v1.GetAgentUsageRequest\x1a\x17.flexway.v1.BudgetUsage\"R\xa2\xbb\x18\x15\n" +
 	"\x13admin.getAgentUsage\x82\xd3\xe4\x93\x023\x121/flexway/v1/tenants/{tenant}/agents/{agent}/usage\x12x\n" +
 	"\tListUsage\x12\x1c.flexway.v1.ListUsageRequest\x1a\x1d.flexway.v1.ListUsageResponse\".\xa2\xbb\x18\x11\n" +
-	"\x0fadmin.listUsage\x82\xd3\xe4\x93\x02\x13\x12\x11/flexway/v1/usage\x12\x87\x01\n" +
+	"\x0fadmin.listUsage\x82\xd3\xe4\x93\x02\x13\x12\x11/flexway/v1/usage\x12\xa3\x01\n" +
+	"\x11GetTenantPolicies\x12$.flexway.v1.GetTenantPoliciesRequest\x1a\x1c.flexway.v1.ConsumerPolicies\"J\xa2\xbb\x18\x19\n" +
+	"\x17admin.getTenantPolicies\x82\xd3\xe4\x93\x02'\x12%/flexway/v1/tenants/{tenant}/policies\x12\xaf\x01\n" +
+	"\x10GetAgentPolicies\x12#.flexway.v1.GetAgentPoliciesRequest\x1a\x1c.flexway.v1.ConsumerPolicies\"X\xa2\xbb\x18\x18\n" +
+	"\x16admin.getAgentPolicies\x82\xd3\xe4\x93\x026\x124/flexway/v1/tenants/{tenant}/agents/{agent}/policies\x12\x87\x01\n" +
 	"\fListBackends\x12\x1f.flexway.v1.ListBackendsRequest\x1a .flexway.v1.ListBackendsResponse\"4\xa2\xbb\x18\x14\n" +
 	"\x12admin.listBackends\x82\xd3\xe4\x93\x02\x16\x12\x14/flexway/v1/backendsB\x9a\x01\n" +
 	"\x0ecom.flexway.v1B\n" +
@@ -687,37 +1235,57 @@ func file_flexway_v1_admin_proto_rawDescGZIP() []byte {
 	return file_flexway_v1_admin_proto_rawDescData
 }
 
-var file_flexway_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_flexway_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_flexway_v1_admin_proto_goTypes = []any{
-	(*GetTenantUsageRequest)(nil), // 0: flexway.v1.GetTenantUsageRequest
-	(*GetAgentUsageRequest)(nil),  // 1: flexway.v1.GetAgentUsageRequest
-	(*BudgetUsage)(nil),           // 2: flexway.v1.BudgetUsage
-	(*CapUsage)(nil),              // 3: flexway.v1.CapUsage
-	(*ListBackendsRequest)(nil),   // 4: flexway.v1.ListBackendsRequest
-	(*ListBackendsResponse)(nil),  // 5: flexway.v1.ListBackendsResponse
-	(*BackendState)(nil),          // 6: flexway.v1.BackendState
-	(*CredentialState)(nil),       // 7: flexway.v1.CredentialState
-	(*ListUsageRequest)(nil),      // 8: flexway.v1.ListUsageRequest
-	(*ListUsageResponse)(nil),     // 9: flexway.v1.ListUsageResponse
+	(*GetTenantUsageRequest)(nil),    // 0: flexway.v1.GetTenantUsageRequest
+	(*GetAgentUsageRequest)(nil),     // 1: flexway.v1.GetAgentUsageRequest
+	(*BudgetUsage)(nil),              // 2: flexway.v1.BudgetUsage
+	(*CapUsage)(nil),                 // 3: flexway.v1.CapUsage
+	(*ListBackendsRequest)(nil),      // 4: flexway.v1.ListBackendsRequest
+	(*ListBackendsResponse)(nil),     // 5: flexway.v1.ListBackendsResponse
+	(*BackendState)(nil),             // 6: flexway.v1.BackendState
+	(*CredentialState)(nil),          // 7: flexway.v1.CredentialState
+	(*ListUsageRequest)(nil),         // 8: flexway.v1.ListUsageRequest
+	(*ListUsageResponse)(nil),        // 9: flexway.v1.ListUsageResponse
+	(*GetTenantPoliciesRequest)(nil), // 10: flexway.v1.GetTenantPoliciesRequest
+	(*GetAgentPoliciesRequest)(nil),  // 11: flexway.v1.GetAgentPoliciesRequest
+	(*ConsumerPolicies)(nil),         // 12: flexway.v1.ConsumerPolicies
+	(*OperationPolicies)(nil),        // 13: flexway.v1.OperationPolicies
+	(*AppliedPolicy)(nil),            // 14: flexway.v1.AppliedPolicy
+	(*PolicyConditions)(nil),         // 15: flexway.v1.PolicyConditions
+	(*PolicyCaps)(nil),               // 16: flexway.v1.PolicyCaps
+	(*CapLimit)(nil),                 // 17: flexway.v1.CapLimit
+	(*structpb.ListValue)(nil),       // 18: google.protobuf.ListValue
 }
 var file_flexway_v1_admin_proto_depIdxs = []int32{
-	3, // 0: flexway.v1.BudgetUsage.caps:type_name -> flexway.v1.CapUsage
-	6, // 1: flexway.v1.ListBackendsResponse.backends:type_name -> flexway.v1.BackendState
-	7, // 2: flexway.v1.BackendState.credentials:type_name -> flexway.v1.CredentialState
-	2, // 3: flexway.v1.ListUsageResponse.accounts:type_name -> flexway.v1.BudgetUsage
-	0, // 4: flexway.v1.AdminService.GetTenantUsage:input_type -> flexway.v1.GetTenantUsageRequest
-	1, // 5: flexway.v1.AdminService.GetAgentUsage:input_type -> flexway.v1.GetAgentUsageRequest
-	8, // 6: flexway.v1.AdminService.ListUsage:input_type -> flexway.v1.ListUsageRequest
-	4, // 7: flexway.v1.AdminService.ListBackends:input_type -> flexway.v1.ListBackendsRequest
-	2, // 8: flexway.v1.AdminService.GetTenantUsage:output_type -> flexway.v1.BudgetUsage
-	2, // 9: flexway.v1.AdminService.GetAgentUsage:output_type -> flexway.v1.BudgetUsage
-	9, // 10: flexway.v1.AdminService.ListUsage:output_type -> flexway.v1.ListUsageResponse
-	5, // 11: flexway.v1.AdminService.ListBackends:output_type -> flexway.v1.ListBackendsResponse
-	8, // [8:12] is the sub-list for method output_type
-	4, // [4:8] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	3,  // 0: flexway.v1.BudgetUsage.caps:type_name -> flexway.v1.CapUsage
+	6,  // 1: flexway.v1.ListBackendsResponse.backends:type_name -> flexway.v1.BackendState
+	7,  // 2: flexway.v1.BackendState.credentials:type_name -> flexway.v1.CredentialState
+	2,  // 3: flexway.v1.ListUsageResponse.accounts:type_name -> flexway.v1.BudgetUsage
+	13, // 4: flexway.v1.ConsumerPolicies.operations:type_name -> flexway.v1.OperationPolicies
+	14, // 5: flexway.v1.OperationPolicies.policies:type_name -> flexway.v1.AppliedPolicy
+	15, // 6: flexway.v1.AppliedPolicy.match:type_name -> flexway.v1.PolicyConditions
+	18, // 7: flexway.v1.AppliedPolicy.models:type_name -> google.protobuf.ListValue
+	18, // 8: flexway.v1.AppliedPolicy.backends:type_name -> google.protobuf.ListValue
+	16, // 9: flexway.v1.AppliedPolicy.budget:type_name -> flexway.v1.PolicyCaps
+	17, // 10: flexway.v1.PolicyCaps.caps:type_name -> flexway.v1.CapLimit
+	0,  // 11: flexway.v1.AdminService.GetTenantUsage:input_type -> flexway.v1.GetTenantUsageRequest
+	1,  // 12: flexway.v1.AdminService.GetAgentUsage:input_type -> flexway.v1.GetAgentUsageRequest
+	8,  // 13: flexway.v1.AdminService.ListUsage:input_type -> flexway.v1.ListUsageRequest
+	10, // 14: flexway.v1.AdminService.GetTenantPolicies:input_type -> flexway.v1.GetTenantPoliciesRequest
+	11, // 15: flexway.v1.AdminService.GetAgentPolicies:input_type -> flexway.v1.GetAgentPoliciesRequest
+	4,  // 16: flexway.v1.AdminService.ListBackends:input_type -> flexway.v1.ListBackendsRequest
+	2,  // 17: flexway.v1.AdminService.GetTenantUsage:output_type -> flexway.v1.BudgetUsage
+	2,  // 18: flexway.v1.AdminService.GetAgentUsage:output_type -> flexway.v1.BudgetUsage
+	9,  // 19: flexway.v1.AdminService.ListUsage:output_type -> flexway.v1.ListUsageResponse
+	12, // 20: flexway.v1.AdminService.GetTenantPolicies:output_type -> flexway.v1.ConsumerPolicies
+	12, // 21: flexway.v1.AdminService.GetAgentPolicies:output_type -> flexway.v1.ConsumerPolicies
+	5,  // 22: flexway.v1.AdminService.ListBackends:output_type -> flexway.v1.ListBackendsResponse
+	17, // [17:23] is the sub-list for method output_type
+	11, // [11:17] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_flexway_v1_admin_proto_init() }
@@ -732,7 +1300,7 @@ func file_flexway_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_flexway_v1_admin_proto_rawDesc), len(file_flexway_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

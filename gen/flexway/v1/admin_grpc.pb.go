@@ -19,10 +19,12 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	AdminService_GetTenantUsage_FullMethodName = "/flexway.v1.AdminService/GetTenantUsage"
-	AdminService_GetAgentUsage_FullMethodName  = "/flexway.v1.AdminService/GetAgentUsage"
-	AdminService_ListUsage_FullMethodName      = "/flexway.v1.AdminService/ListUsage"
-	AdminService_ListBackends_FullMethodName   = "/flexway.v1.AdminService/ListBackends"
+	AdminService_GetTenantUsage_FullMethodName    = "/flexway.v1.AdminService/GetTenantUsage"
+	AdminService_GetAgentUsage_FullMethodName     = "/flexway.v1.AdminService/GetAgentUsage"
+	AdminService_ListUsage_FullMethodName         = "/flexway.v1.AdminService/ListUsage"
+	AdminService_GetTenantPolicies_FullMethodName = "/flexway.v1.AdminService/GetTenantPolicies"
+	AdminService_GetAgentPolicies_FullMethodName  = "/flexway.v1.AdminService/GetAgentPolicies"
+	AdminService_ListBackends_FullMethodName      = "/flexway.v1.AdminService/ListBackends"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -44,6 +46,15 @@ type AdminServiceClient interface {
 	// (declared in ai.tenants or named by an API key), sorted by tenant then
 	// agent, the tenant's own first.
 	ListUsage(ctx context.Context, in *ListUsageRequest, opts ...grpc.CallOption) (*ListUsageResponse, error)
+	// GetTenantPolicies lists, per operation, the ai.policies that apply to
+	// a tenant's own calls (those without an agent), most specific first:
+	// how an operator finds why a call was refused. An unknown tenant is
+	// NOT_FOUND.
+	GetTenantPolicies(ctx context.Context, in *GetTenantPoliciesRequest, opts ...grpc.CallOption) (*ConsumerPolicies, error)
+	// GetAgentPolicies lists, per operation, the ai.policies that apply to
+	// an agent's calls, most specific first. An unknown tenant or agent is
+	// NOT_FOUND.
+	GetAgentPolicies(ctx context.Context, in *GetAgentPoliciesRequest, opts ...grpc.CallOption) (*ConsumerPolicies, error)
 	// ListBackends returns every backend of ai.backends with the state of
 	// its circuit breaker, sorted by name.
 	ListBackends(ctx context.Context, in *ListBackendsRequest, opts ...grpc.CallOption) (*ListBackendsResponse, error)
@@ -87,6 +98,26 @@ func (c *adminServiceClient) ListUsage(ctx context.Context, in *ListUsageRequest
 	return out, nil
 }
 
+func (c *adminServiceClient) GetTenantPolicies(ctx context.Context, in *GetTenantPoliciesRequest, opts ...grpc.CallOption) (*ConsumerPolicies, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ConsumerPolicies)
+	err := c.cc.Invoke(ctx, AdminService_GetTenantPolicies_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) GetAgentPolicies(ctx context.Context, in *GetAgentPoliciesRequest, opts ...grpc.CallOption) (*ConsumerPolicies, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ConsumerPolicies)
+	err := c.cc.Invoke(ctx, AdminService_GetAgentPolicies_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *adminServiceClient) ListBackends(ctx context.Context, in *ListBackendsRequest, opts ...grpc.CallOption) (*ListBackendsResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ListBackendsResponse)
@@ -116,6 +147,15 @@ type AdminServiceServer interface {
 	// (declared in ai.tenants or named by an API key), sorted by tenant then
 	// agent, the tenant's own first.
 	ListUsage(context.Context, *ListUsageRequest) (*ListUsageResponse, error)
+	// GetTenantPolicies lists, per operation, the ai.policies that apply to
+	// a tenant's own calls (those without an agent), most specific first:
+	// how an operator finds why a call was refused. An unknown tenant is
+	// NOT_FOUND.
+	GetTenantPolicies(context.Context, *GetTenantPoliciesRequest) (*ConsumerPolicies, error)
+	// GetAgentPolicies lists, per operation, the ai.policies that apply to
+	// an agent's calls, most specific first. An unknown tenant or agent is
+	// NOT_FOUND.
+	GetAgentPolicies(context.Context, *GetAgentPoliciesRequest) (*ConsumerPolicies, error)
 	// ListBackends returns every backend of ai.backends with the state of
 	// its circuit breaker, sorted by name.
 	ListBackends(context.Context, *ListBackendsRequest) (*ListBackendsResponse, error)
@@ -137,6 +177,12 @@ func (UnimplementedAdminServiceServer) GetAgentUsage(context.Context, *GetAgentU
 }
 func (UnimplementedAdminServiceServer) ListUsage(context.Context, *ListUsageRequest) (*ListUsageResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListUsage not implemented")
+}
+func (UnimplementedAdminServiceServer) GetTenantPolicies(context.Context, *GetTenantPoliciesRequest) (*ConsumerPolicies, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetTenantPolicies not implemented")
+}
+func (UnimplementedAdminServiceServer) GetAgentPolicies(context.Context, *GetAgentPoliciesRequest) (*ConsumerPolicies, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetAgentPolicies not implemented")
 }
 func (UnimplementedAdminServiceServer) ListBackends(context.Context, *ListBackendsRequest) (*ListBackendsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListBackends not implemented")
@@ -216,6 +262,42 @@ func _AdminService_ListUsage_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_GetTenantPolicies_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetTenantPoliciesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).GetTenantPolicies(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_GetTenantPolicies_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).GetTenantPolicies(ctx, req.(*GetTenantPoliciesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_GetAgentPolicies_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetAgentPoliciesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).GetAgentPolicies(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_GetAgentPolicies_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).GetAgentPolicies(ctx, req.(*GetAgentPoliciesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _AdminService_ListBackends_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ListBackendsRequest)
 	if err := dec(in); err != nil {
@@ -252,6 +334,14 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListUsage",
 			Handler:    _AdminService_ListUsage_Handler,
+		},
+		{
+			MethodName: "GetTenantPolicies",
+			Handler:    _AdminService_GetTenantPolicies_Handler,
+		},
+		{
+			MethodName: "GetAgentPolicies",
+			Handler:    _AdminService_GetAgentPolicies_Handler,
 		},
 		{
 			MethodName: "ListBackends",
