@@ -11,7 +11,9 @@
 //  1. strict decode: every key of the file must be a field of [Config]; an
 //     unknown key is an error naming its full key path and line
 //     (`flexway.yaml:12: unknown key ai.backends.main.timeuot`), and every
-//     decode error of the file is reported, not just the first;
+//     decode error of the file is reported, not just the first; a section a
+//     later release enforces (a policy's guardrails, prompt_logging, cache)
+//     is an error saying so ([ErrNotEnforced]), never loaded and ignored;
 //  2. defaults (see [Config.ApplyDefaults]); Load applies the field defaults
 //     before decoding, so an explicit zero (`timeout: 0s`) stays visible to
 //     validation instead of being silently replaced; the defaults that

@@ -32,7 +32,7 @@ var ErrSecretUnavailable = errors.New("secret unavailable")
 
 // Problem is one finding about a configuration: an error, or a warning when
 // Warning is set. It implements error; Unwrap gives the cause, so errors.Is
-// works with [ErrUnknownKey] and [ErrInlineSecret].
+// works with [ErrUnknownKey], [ErrNotEnforced] and [ErrInlineSecret].
 type Problem struct {
 	// File is the configuration file as given to [Load]; empty for a Config
 	// validated in memory.

@@ -89,3 +89,23 @@ func TestPlanAllowNoAllocation(t *testing.T) {
 		t.Errorf("%v allocations per plan, want 0", n)
 	}
 }
+
+// BenchmarkPlanAllow is stage 7's filter over a three-backend plan: one
+// backend dropped (a new plan), and none dropped (the shared plan).
+func BenchmarkPlanAllow(b *testing.B) {
+	tbl := table()
+	for _, bc := range []struct {
+		name  string
+		allow allowed
+	}{{"drops one", allowed{"main", "onprem"}}, {"drops none", allowed{"main", "cheap", "onprem"}}} {
+		b.Run(bc.name, func(b *testing.B) {
+			r := routing.Request{Tenant: "globex", Capability: call.Chat, Allow: bc.allow}
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := tbl.Plan(r); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
