@@ -63,9 +63,13 @@ const HeaderShouldRetry = "X-Should-Retry"
 // writeOpenAIError writes err in OpenAI's envelope with its HTTP status; an
 // upstream 4xx is relayed with its own status and body. A refusal no retry
 // within a minute can cure ([faults.Error.RetryCures]) carries
-// `x-should-retry: false`.
+// `x-should-retry: false`. The refusal's own headers ([faults.Error].Headers:
+// a per-minute cap's x-ratelimit-*) are written too.
 func writeOpenAIError(w http.ResponseWriter, fe *faults.Error) {
 	h := w.Header()
+	for k, v := range fe.Headers {
+		h.Set(k, v)
+	}
 	if fe.RetryAfterSeconds > 0 {
 		h.Set("Retry-After", strconv.FormatInt(fe.RetryAfterSeconds, 10))
 	}

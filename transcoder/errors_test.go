@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/flexway/flexway/server/faults"
@@ -60,6 +61,8 @@ func TestShouldRetryHeader(t *testing.T) {
 		{"60 s", &faults.Error{Reason: faults.BudgetExceeded, Message: "m", RetryAfterSeconds: 60}, ""},
 		{"per minute", &faults.Error{Reason: faults.BudgetExceeded, Message: "m", RetryAfterSeconds: 12}, ""},
 		{"ledger unavailable", &faults.Error{Reason: faults.Unavailable, Message: "m", RetryAfterSeconds: 5}, ""},
+		{"rate limited", &faults.Error{Reason: faults.RateLimited, Message: "m", RetryAfterSeconds: 3}, ""},
+		{"bigger than a per-minute cap", &faults.Error{Reason: faults.RateLimited, Message: "m"}, "false"},
 		{"upstream 429", &faults.Error{Reason: faults.UpstreamStatus, UpstreamHTTPStatus: 429, UpstreamBody: []byte(`{}`)}, ""},
 	}
 	for _, tc := range tests {
@@ -70,5 +73,24 @@ func TestShouldRetryHeader(t *testing.T) {
 				t.Errorf("x-should-retry %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestRefusalHeaders: a refusal's own headers (a per-minute cap's
+// x-ratelimit-*) are written with its Retry-After, and the core's
+// x-ratelimit-* header metadata is copied like its flexway-* keys, no
+// other.
+func TestRefusalHeaders(t *testing.T) {
+	rec := httptest.NewRecorder()
+	writeOpenAIError(rec, &faults.Error{Reason: faults.RateLimited, Message: "m", RetryAfterSeconds: 7,
+		Headers: map[string]string{"x-ratelimit-limit-tokens": "100", "x-ratelimit-remaining-tokens": "0"}})
+	h := rec.Header()
+	if rec.Code != http.StatusTooManyRequests || h.Get("Retry-After") != "7" || h.Get("X-Ratelimit-Limit-Tokens") != "100" || h.Get("X-Ratelimit-Remaining-Tokens") != "0" {
+		t.Errorf("status %d, headers %v", rec.Code, h)
+	}
+	rec = httptest.NewRecorder()
+	copyHeaders(rec, metadata.Pairs("x-ratelimit-remaining-requests", "4", "flexway-budget", "soft", "grpc-internal", "x"))
+	if h := rec.Header(); h.Get("X-Ratelimit-Remaining-Requests") != "4" || h.Get("Flexway-Budget") != "soft" || len(h) != 2 {
+		t.Errorf("copied %v", h)
 	}
 }

@@ -332,15 +332,15 @@ func authorized(w http.ResponseWriter, r *http.Request) bool {
 	return true
 }
 
-// admit returns the context of the call to the core, after asking
-// Options.Admit, if any, whether the request may be read; on refusal it has
-// written the error and returns nil.
-func (f *front) admit(w http.ResponseWriter, r *http.Request) context.Context {
+// admit returns the context of the call of operation to the core, after
+// asking Options.Admit, if any, whether the request may be read; on refusal
+// it has written the error and returns nil.
+func (f *front) admit(w http.ResponseWriter, r *http.Request, operation string) context.Context {
 	ctx := f.outgoing(r)
 	if f.opts.Admit == nil {
 		return ctx
 	}
-	ctx, err := f.opts.Admit(ctx)
+	ctx, err := f.opts.Admit(ctx, operation)
 	if err != nil {
 		closeUnread(w, r)
 		f.fail(w, r, err)
@@ -359,11 +359,12 @@ func closeUnread(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// copyHeaders writes the core's flexway-* response metadata as HTTP
-// headers (X-Request-Id is set by the front itself, see [withAccess]).
+// copyHeaders writes the core's flexway-* and x-ratelimit-* (a per-minute
+// cap's, OpenAI's names) response metadata as HTTP headers (X-Request-Id is
+// set by the front itself, see [withAccess]).
 func copyHeaders(w http.ResponseWriter, md metadata.MD) {
 	for k, vs := range md {
-		if strings.HasPrefix(k, "flexway-") {
+		if strings.HasPrefix(k, "flexway-") || strings.HasPrefix(k, "x-ratelimit-") {
 			for _, v := range vs {
 				w.Header().Add(k, v)
 			}
@@ -374,14 +375,15 @@ func copyHeaders(w http.ResponseWriter, md metadata.MD) {
 // readRequest checks that r carries a key, asks for admission, reads the
 // body and parses it with parse: the steps of every /v1/* call with a
 // body, in that order, so that nothing is read for a caller without a key
-// or over the inflight bound. It returns the context of the call to the
-// core and the request; on failure it has written the error and ok is
+// or over the inflight bound; operation (ai.chatCompletions, ai.embeddings)
+// is the call's, for the admission. It returns the context of the call to
+// the core and the request; on failure it has written the error and ok is
 // false.
-func readRequest[T any](f *front, w http.ResponseWriter, r *http.Request, parse func([]byte) (T, error)) (ctx context.Context, req T, ok bool) {
+func readRequest[T any](f *front, w http.ResponseWriter, r *http.Request, operation string, parse func([]byte) (T, error)) (ctx context.Context, req T, ok bool) {
 	if !authorized(w, r) {
 		return nil, req, false
 	}
-	if ctx = f.admit(w, r); ctx == nil {
+	if ctx = f.admit(w, r, operation); ctx == nil {
 		return nil, req, false
 	}
 	body, release, fe := f.readBody(w, r)
@@ -399,7 +401,7 @@ func readRequest[T any](f *front, w http.ResponseWriter, r *http.Request, parse 
 }
 
 func (f *front) chatCompletions(w http.ResponseWriter, r *http.Request) {
-	ctx, req, ok := readRequest(f, w, r, openaiwire.ParseChatCompletionRequest)
+	ctx, req, ok := readRequest(f, w, r, config.OperationChatCompletions, openaiwire.ParseChatCompletionRequest)
 	if !ok {
 		return
 	}
@@ -418,7 +420,7 @@ func (f *front) chatCompletions(w http.ResponseWriter, r *http.Request) {
 }
 
 func (f *front) createEmbedding(w http.ResponseWriter, r *http.Request) {
-	ctx, req, ok := readRequest(f, w, r, openaiwire.ParseEmbeddingRequest)
+	ctx, req, ok := readRequest(f, w, r, config.OperationEmbeddings, openaiwire.ParseEmbeddingRequest)
 	if !ok {
 		return
 	}

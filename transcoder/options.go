@@ -45,12 +45,13 @@ type Options struct {
 	ForwardHeaders []string
 	// Admit, when set, is asked before a chat or embeddings request body
 	// is read, with the call's context (the forwarded headers as outgoing
-	// metadata); an error refuses the request at once, unread (a caller
-	// at a hard cap, an unknown key). The call to the core is made with
+	// metadata) and its operation (ai.chatCompletions, ai.embeddings); an
+	// error refuses the request at once, unread (a caller at a hard or
+	// per-minute cap, an unknown key). The call to the core is made with
 	// the context it returns, which may carry what the check found (an
 	// in-process context value) for the interceptor chain to reuse; the
 	// chain checks the rest once the body is in.
-	Admit func(ctx context.Context) (context.Context, error)
+	Admit func(ctx context.Context, operation string) (context.Context, error)
 	// Ready reports whether the gateway takes traffic (GET /readyz); nil
 	// means always.
 	Ready func() error

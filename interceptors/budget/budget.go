@@ -10,7 +10,13 @@
 // call is reserved before its handler runs, its messages counted as they
 // pass, and settled at its end. A refusal is the policy's *faults.Error.
 // A call whose caller is at or past the soft mark of a cap gets header
-// metadata "flexway-budget: soft" ([HeaderBudget]).
+// metadata "flexway-budget: soft" ([HeaderBudget]). While a per-minute cap
+// (tokens_per_minute, requests_per_minute) holds the caller, every metered
+// call, refused or not, gets OpenAI's x-ratelimit-limit-tokens,
+// x-ratelimit-remaining-tokens, x-ratelimit-limit-requests and
+// x-ratelimit-remaining-requests as header metadata
+// ([metering.RateHeaders]; the HTTP front writes them as headers), before
+// the first message of a stream.
 //
 // Other messages (gRPC health, reflection) pass unmetered, and so does a
 // call without a [call.State] (one that did not pass identity).
@@ -18,11 +24,14 @@ package budget
 
 import (
 	"context"
+	"errors"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/flexway/flexway/server/call"
+	"github.com/flexway/flexway/server/faults"
+	"github.com/flexway/flexway/server/ledger"
 	"github.com/flexway/flexway/server/metering"
 )
 
@@ -56,8 +65,8 @@ func UnaryServerInterceptor(m Meter) grpc.UnaryServerInterceptor {
 			return handler(ctx, req)
 		}
 		res, err := m.Reserve(ctx, st, req)
-		if st.Soft {
-			_ = grpc.SetHeader(ctx, softHeader())
+		if md := header(st, res.Rate(), err); md != nil {
+			_ = grpc.SetHeader(ctx, md)
 		}
 		if err != nil {
 			return nil, err
@@ -79,6 +88,11 @@ func StreamServerInterceptor(m Meter) grpc.StreamServerInterceptor {
 			return handler(srv, ss)
 		}
 		pc, proxied, err := m.ReserveProxied(ctx, st, info.FullMethod)
+		if proxied {
+			if md := header(st, pc.Rate(), err); md != nil {
+				_ = ss.SetHeader(md)
+			}
+		}
 		switch {
 		case err != nil:
 			return err
@@ -96,8 +110,31 @@ func StreamServerInterceptor(m Meter) grpc.StreamServerInterceptor {
 	}
 }
 
-// softHeader is the header of a call the policy marked soft.
-func softHeader() metadata.MD { return metadata.Pairs(HeaderBudget, "soft") }
+// header is the header metadata of the metered call of st: flexway-budget
+// when st is soft, and the x-ratelimit-* of rate or, when the call is
+// refused, of its refusal's headers; nil when there are none.
+func header(st *call.State, rate ledger.RateState, err error) metadata.MD {
+	var h map[string]string
+	if err != nil {
+		var fe *faults.Error
+		if errors.As(err, &fe) {
+			h = fe.Headers
+		}
+	} else {
+		h = metering.RateHeaders(rate)
+	}
+	if !st.Soft && len(h) == 0 {
+		return nil
+	}
+	md := make(metadata.MD, len(h)+1)
+	if st.Soft {
+		md[HeaderBudget] = []string{"soft"}
+	}
+	for k, v := range h {
+		md[k] = []string{v}
+	}
+	return md
+}
 
 // stream reserves when its request is received.
 type stream struct {
@@ -119,8 +156,8 @@ func (s *stream) RecvMsg(msg any) error {
 		return nil
 	}
 	res, err := s.m.Reserve(s.Context(), s.st, msg)
-	if s.st.Soft {
-		_ = s.ServerStream.SetHeader(softHeader())
+	if md := header(s.st, res.Rate(), err); md != nil {
+		_ = s.ServerStream.SetHeader(md)
 	}
 	if err != nil {
 		return err

@@ -12,6 +12,7 @@ import (
 	"github.com/flexway/flexway/interceptors/budget"
 	"github.com/flexway/flexway/server/call"
 	"github.com/flexway/flexway/server/faults"
+	"github.com/flexway/flexway/server/ledger"
 	"github.com/flexway/flexway/server/metering"
 )
 
@@ -109,3 +110,52 @@ func TestStreamAdapter(t *testing.T) {
 		t.Fatalf("unmetered proxied: %v, stream wrapped %v, reserves %d", err, got != grpc.ServerStream(ss), p.reserves)
 	}
 }
+
+// TestRefusalHeaders: a per-minute refusal's x-ratelimit-* headers reach
+// the caller as header metadata, with flexway-budget when the call is
+// soft, and the service never sees the request.
+func TestRefusalHeaders(t *testing.T) {
+	refused := &faults.Error{Reason: faults.RateLimited, Message: "over", RetryAfterSeconds: 3,
+		Headers: metering.RateHeaders(ledger.RateState{TokensLimit: 100, TokensRemaining: 0, RequestsLimit: -1})}
+	m := &fakeMeter{err: refused, soft: true}
+	ss := &headerStream{ctx: call.NewContext(context.Background(), &call.State{Tenant: "acme"})}
+	handled := false
+	err := budget.StreamServerInterceptor(m)(nil, ss, &grpc.StreamServerInfo{FullMethod: flexwayv1.ChatService_StreamChatCompletion_FullMethodName}, func(_ any, s grpc.ServerStream) error {
+		if err := s.RecvMsg(&flexwayv1.CreateChatCompletionRequest{}); err != nil {
+			return err
+		}
+		handled = true
+		return nil
+	})
+	if !errors.Is(err, refused) || handled {
+		t.Fatalf("err %v, handled %v", err, handled)
+	}
+	want := map[string]string{"x-ratelimit-limit-tokens": "100", "x-ratelimit-remaining-tokens": "0", budget.HeaderBudget: "soft"}
+	if len(ss.header) != len(want) {
+		t.Fatalf("header %v, want %v", ss.header, want)
+	}
+	for k, v := range want {
+		if got := ss.header.Get(k); len(got) != 1 || got[0] != v {
+			t.Errorf("%s: %v, want %s", k, got, v)
+		}
+	}
+
+	// A unary refusal sets the same metadata through grpc.SetHeader.
+	m.soft = false
+	uss := &headerStream{}
+	ctx := grpc.NewContextWithServerTransportStream(call.NewContext(context.Background(), &call.State{Tenant: "acme"}), &transport{s: uss})
+	if _, err := budget.UnaryServerInterceptor(m)(ctx, &flexwayv1.CreateChatCompletionRequest{}, &grpc.UnaryServerInfo{}, nil); !errors.Is(err, refused) {
+		t.Fatalf("unary: %v", err)
+	}
+	if got := uss.header.Get("x-ratelimit-limit-tokens"); len(got) != 1 || got[0] != "100" || len(uss.header) != 2 {
+		t.Errorf("unary header %v", uss.header)
+	}
+}
+
+// transport is a grpc.ServerTransportStream recording the header set.
+type transport struct{ s *headerStream }
+
+func (t *transport) Method() string                  { return "/flexway.v1.ChatService/CreateChatCompletion" }
+func (t *transport) SetHeader(md metadata.MD) error  { return t.s.SetHeader(md) }
+func (t *transport) SendHeader(md metadata.MD) error { return t.s.SetHeader(md) }
+func (t *transport) SetTrailer(metadata.MD) error    { return nil }

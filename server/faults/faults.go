@@ -133,6 +133,12 @@ type Error struct {
 	// [UpstreamStatus], relayed unchanged.
 	UpstreamContentType string
 	UpstreamBody        []byte
+	// Headers are response headers to send with the refusal besides
+	// Retry-After, by lower-case name: a per-minute refusal's x-ratelimit-*
+	// (OpenAI's names). The HTTP front writes them; the budget interceptor
+	// sends them to a gRPC caller as header metadata. They are not part of
+	// [Error.GRPCStatus]. Nil for none.
+	Headers map[string]string
 	// Err is the underlying cause, for logs only.
 	Err error
 }
@@ -194,9 +200,14 @@ const RetryCureSeconds = 60
 // whose Retry-After is longer than a minute (a day, month or euro cap,
 // which resets at its rollover); true for one with a short Retry-After (a
 // per-minute cap, or a day cap in its last minute) and for every other
-// error, whose retry rules are the SDKs' own. The HTTP front writes
-// `x-should-retry: false` when it is false.
+// error, whose retry rules are the SDKs' own. A per-minute refusal
+// ([RateLimited]) without Retry-After (a call bigger than the whole
+// per-minute cap: it never fits) cures by no retry either. The HTTP front
+// writes `x-should-retry: false` when it is false.
 func (e *Error) RetryCures() bool {
+	if e.Reason == RateLimited {
+		return e.RetryAfterSeconds > 0
+	}
 	if e.Reason != BudgetExceeded {
 		return true
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"math"
+	"strconv"
 	"time"
 
 	"go.opentelemetry.io/otel/codes"
@@ -13,6 +14,7 @@ import (
 
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
 	"github.com/flexway/flexway/server/call"
+	"github.com/flexway/flexway/server/config"
 	"github.com/flexway/flexway/server/faults"
 	"github.com/flexway/flexway/server/ledger"
 	"github.com/flexway/flexway/server/money"
@@ -84,6 +86,13 @@ type Config struct {
 	// FrameSize gives the size in bytes of a proxied call's message (a raw
 	// frame), for per-byte metering.
 	FrameSize func(msg any) (int, bool)
+	// Policies, when set, are the compiled ai.policies: [Meter.Admit]
+	// holds a caller, before its body is read, to the budgets of the
+	// policies that select it whatever the model ([policy.Table.PreBody]).
+	// The budgets of a chat, embeddings or proxied call are those of
+	// [call.State].Policies, resolved by the governance interceptor. Nil:
+	// the pre-body check holds the tenant's and agent's own caps only.
+	Policies *policy.Table
 	// Tracer records the ledger's spans (check and reserve, commit or
 	// release); nil records none.
 	Tracer trace.Tracer
@@ -111,10 +120,15 @@ func New(cfg Config) *Meter {
 	return &Meter{cfg: cfg, log: log}
 }
 
-// Admit is the check made before a request body is read: it refuses a
-// caller already at a hard cap (faults.BudgetExceeded with Retry-After) or
-// of an unknown tenant, and fails when the ledger is unavailable
-// (faults.Unavailable). It reserves nothing. caller is who the call is
+// Admit is the check made before a request body is read, for a call of
+// operation (ai.chatCompletions, ai.embeddings) on the HTTP front: it
+// refuses a caller already at a hard cap (faults.BudgetExceeded with
+// Retry-After; faults.RateLimited with Retry-After and the x-ratelimit-*
+// headers for a per-minute cap) or of an unknown tenant, and fails when the
+// ledger is unavailable (faults.Unavailable). The caps are the tenant's,
+// the agent's and those of the policies that select the call whatever its
+// model ([Config.Policies]); a policy matched on model is held at
+// [Meter.Reserve]. It reserves nothing. caller is who the call is
 // from, resolved from the metadata of the call the returned context is
 // for. That context carries the caller and its ledger state
 // ([call.WithAdmission]): the identity interceptor takes the caller from
@@ -122,7 +136,7 @@ func New(cfg Config) *Meter {
 // [call.State].Admitted then holds it, so that [Meter.Reserve] does not
 // read the ledger a second time. Without a ledger it admits every caller
 // and returns ctx as it is.
-func (m *Meter) Admit(ctx context.Context, caller call.Identity) (context.Context, error) {
+func (m *Meter) Admit(ctx context.Context, caller call.Identity, operation string) (context.Context, error) {
 	if m.cfg.Ledger == nil {
 		return ctx, nil
 	}
@@ -130,11 +144,23 @@ func (m *Meter) Admit(ctx context.Context, caller call.Identity) (context.Contex
 	if err != nil {
 		return ctx, err
 	}
+	if t := m.cfg.Policies; t != nil && !t.Empty() {
+		acct.Policies = t.PreBody(policy.Key{Listener: config.ListenerHTTP, Operation: operation, Tenant: caller.Tenant, Agent: caller.Agent}).BudgetNames()
+	}
 	s, err := m.cfg.Ledger.Check(ctx, acct)
 	if err := refusal(s, err); err != nil {
 		return ctx, err
 	}
 	return call.WithAdmission(ctx, call.Admission{Caller: caller, Tenant: acct.Tenant, Agent: acct.Agent, Soft: s.Soft}), nil
+}
+
+// budgetNames is the names of the policies of st whose budgets hold its
+// call ([ledger.Account.Policies]); nil when none.
+func budgetNames(st *call.State) []string {
+	if len(st.Policies.Policies) == 0 {
+		return nil
+	}
+	return st.Policies.BudgetNames()
 }
 
 // account is the ledger account a call of tenant and agent is charged to;
@@ -185,9 +211,14 @@ type Reservation struct {
 // first one left ([ledger.Price.Bound]: input at the dearest of its input
 // tiers, plus its per-call price).
 //
+// The caps are the tenant's, the agent's and those of st.Policies' budgets
+// ([policy.Set.BudgetNames]).
+//
 // Errors: faults.UnknownTenant, faults.InvalidRequest (also the first
 // planned backend's, when none can express the request), faults.BudgetExceeded
-// (with Retry-After when waiting helps), faults.Unavailable (the ledger),
+// (with Retry-After when waiting helps), faults.RateLimited (a per-minute
+// cap: Retry-After when waiting helps, and the x-ratelimit-* headers in
+// [faults.Error].Headers), faults.Unavailable (the ledger),
 // and the routing table's planning errors. For a message it does not
 // meter ([Metered]) it does nothing, and without a ledger it only plans:
 // both return the zero reservation, whose Settle does nothing.
@@ -205,6 +236,7 @@ func (m *Meter) Reserve(ctx context.Context, st *call.State, req any) (r Reserva
 	if err != nil {
 		return Reservation{}, err
 	}
+	acct.Policies = budgetNames(st)
 	if err := m.prepare(req); err != nil {
 		return Reservation{}, err
 	}
@@ -232,6 +264,17 @@ func (m *Meter) Reserve(ctx context.Context, st *call.State, req any) (r Reserva
 		return Reservation{}, refusal(ledger.State{}, err)
 	}
 	return Reservation{m: m, st: st, res: res, est: est}, nil
+}
+
+// Rate is the state of the call's per-minute caps after its own
+// reservation, for the x-ratelimit-* headers ([RateHeaders]):
+// [ledger.NoRate] for the zero reservation, or when no per-minute cap holds
+// the call.
+func (r Reservation) Rate() ledger.RateState {
+	if r.res == nil {
+		return ledger.NoRate
+	}
+	return r.res.Rate()
 }
 
 // plan plans the call of st, whose capability is recorded and whose
@@ -428,13 +471,55 @@ func refusal(s ledger.State, err error) error {
 	default:
 		ex = s.Exceeded
 	}
-	fe := &faults.Error{Reason: faults.BudgetExceeded, Message: ex.Error()}
+	// The x-ratelimit-* headers go with every refusal while a per-minute
+	// cap holds the account, a longer cap's included.
+	fe := &faults.Error{Reason: faults.BudgetExceeded, Message: ex.Error(), Headers: RateHeaders(ex.Rate)}
+	if ex.PerMinute() {
+		fe.Reason = faults.RateLimited
+	}
 	if ex.Requested <= ex.Limit {
 		// A call bigger than the whole cap never fits: waiting for the
-		// rollover would not help, so no Retry-After.
+		// rollover (or for the window to slide) would not help, so no
+		// Retry-After.
 		fe.RetryAfterSeconds = retryAfterSeconds(ex.RetryAfter)
 	}
 	return fe
+}
+
+// The response headers of a metered call's answer while a per-minute cap
+// is in force (OpenAI's names): the limit of the tightest tokens_per_minute
+// and requests_per_minute cap of its account, and what is left of it in
+// the current 60-second window after the call's own reservation (see
+// [ledger.RateState]). A kind with no cap in force has neither of its two
+// headers.
+const (
+	// HeaderLimitTokens is the tokens_per_minute cap, in tokens.
+	HeaderLimitTokens = "x-ratelimit-limit-tokens"
+	// HeaderRemainingTokens is what is left of it, in tokens.
+	HeaderRemainingTokens = "x-ratelimit-remaining-tokens"
+	// HeaderLimitRequests is the requests_per_minute cap, in requests.
+	HeaderLimitRequests = "x-ratelimit-limit-requests"
+	// HeaderRemainingRequests is what is left of it, in requests.
+	HeaderRemainingRequests = "x-ratelimit-remaining-requests"
+)
+
+// RateHeaders returns the x-ratelimit-* headers of rs by name
+// ([HeaderLimitTokens]...): nil when no per-minute cap is in force. A
+// remaining value below 0 is written as 0.
+func RateHeaders(rs ledger.RateState) map[string]string {
+	if rs.TokensLimit < 0 && rs.RequestsLimit < 0 {
+		return nil
+	}
+	h := make(map[string]string, 4)
+	if rs.TokensLimit >= 0 {
+		h[HeaderLimitTokens] = strconv.FormatInt(rs.TokensLimit, 10)
+		h[HeaderRemainingTokens] = strconv.FormatInt(max(rs.TokensRemaining, 0), 10)
+	}
+	if rs.RequestsLimit >= 0 {
+		h[HeaderLimitRequests] = strconv.FormatInt(rs.RequestsLimit, 10)
+		h[HeaderRemainingRequests] = strconv.FormatInt(max(rs.RequestsRemaining, 0), 10)
+	}
+	return h
 }
 
 // ledgerRetrySeconds is the Retry-After of a call refused because the

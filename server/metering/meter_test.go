@@ -59,7 +59,7 @@ func TestReserveUsesAdmission(t *testing.T) {
 	t.Cleanup(func() { _ = led.Close() })
 	m := metering.New(metering.Config{Ledger: led, Routes: routes()})
 
-	ctx, err := m.Admit(context.Background(), call.Identity{KeyName: "acme-bot", Tenant: "acme"})
+	ctx, err := m.Admit(context.Background(), call.Identity{KeyName: "acme-bot", Tenant: "acme"}, "ai.chatCompletions")
 	if err != nil {
 		t.Fatal(err)
 	}

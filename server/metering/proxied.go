@@ -43,6 +43,7 @@ type ProxiedCall struct {
 	res      *ledger.Reservation   // the call's reservation, committed at the end
 	extra    []*ledger.Reservation // taken as the stream grew, released at the end
 	reserved int64                 // nano-euros held by res and extra
+	checked  ledger.RateState      // the per-minute caps at the check, before any reservation
 }
 
 // ReserveProxied readies a proxied call of fullMethod by the caller of st
@@ -72,11 +73,12 @@ func (m *Meter) ReserveProxied(ctx context.Context, st *call.State, fullMethod s
 	if err != nil {
 		return nil, true, err
 	}
+	acct.Policies = budgetNames(st)
 	s, err := m.cfg.Ledger.Check(ctx, acct)
 	if err := refusal(s, err); err != nil {
 		return nil, true, err
 	}
-	pc = &ProxiedCall{m: m, st: st, p: p, acct: acct, ctx: ctx}
+	pc = &ProxiedCall{m: m, st: st, p: p, acct: acct, ctx: ctx, checked: s.Rate}
 	if p.Metering != PerByte {
 		res, err := m.cfg.Ledger.Reserve(ctx, acct, ledger.Amount{NanoEUR: money.PerThousand(1, p.NanoEURPerThousand)})
 		if err != nil {
@@ -85,6 +87,20 @@ func (m *Meter) ReserveProxied(ctx context.Context, st *call.State, fullMethod s
 		pc.res = res
 	}
 	return pc, true, nil
+}
+
+// Rate is the state of the call's per-minute caps for the x-ratelimit-*
+// headers ([RateHeaders]): after its reservation for a per-call method;
+// at its check, before anything is reserved, for a per-byte one (which
+// reserves as its messages pass); [ledger.NoRate] for a nil call.
+func (c *ProxiedCall) Rate() ledger.RateState {
+	if c == nil {
+		return ledger.NoRate
+	}
+	if res, _ := c.reservations(); res != nil {
+		return res.Rate()
+	}
+	return c.checked
 }
 
 // grow makes a per-byte call's reservation cover total bytes, twice ahead

@@ -83,7 +83,8 @@ func (g *Gateway) build(o Options) error {
 	if err != nil {
 		return fmt.Errorf("ai.aliases: %w", err)
 	}
-	meter := newMeter(cfg, led, routes, accts, check, aliasResolver(aliases, routes), g.proxy, tracer, log)
+	policies := policyTable(cfg)
+	meter := newMeter(cfg, led, routes, accts, policies, check, aliasResolver(aliases, routes), g.proxy, tracer, log)
 	adminSum, err := adminKeySum(cfg)
 	if err != nil {
 		return err
@@ -96,7 +97,6 @@ func (g *Gateway) build(o Options) error {
 	if err != nil {
 		return fmt.Errorf("ai.vision: %w", err)
 	}
-	policies := policyTable(cfg)
 	chain, err := interceptors.New(interceptors.Config{
 		Audit:           g.auditing(accts),
 		Governance:      governing(policies, g.proxy),
@@ -133,15 +133,15 @@ func (g *Gateway) build(o Options) error {
 	// The HTTP front's check before the body: the caller it identifies
 	// travels in the admission (an in-process context value), so that
 	// the identity interceptor does not look the key up again.
-	var admit func(context.Context) (context.Context, error)
+	var admit func(context.Context, string) (context.Context, error)
 	if led != nil {
-		admit = func(ctx context.Context) (context.Context, error) {
+		admit = func(ctx context.Context, operation string) (context.Context, error) {
 			md, _ := metadata.FromOutgoingContext(ctx)
 			id, err := identity.Identify(keys, md)
 			if err != nil {
 				return ctx, err
 			}
-			return meter.Admit(ctx, id)
+			return meter.Admit(ctx, id, operation)
 		}
 	}
 	g.http, err = newHTTPFront(cfg, g.inproc, g.metrics, adminSum, admit, readiness(led, g.audit), tp, log)
@@ -155,8 +155,10 @@ func (g *Gateway) build(o Options) error {
 // ai.vision.reserve_tokens_per_image, each backend's price and
 // prompt_overhead_tokens); proxied methods are metered as the proxy's
 // table says; check is the meter's check of a chat request against each
-// planned backend ([checkChat]). The budget wiring is this one function.
-func newMeter(cfg *config.Config, led *ledger.Ledger, routes *routing.Table, accts accounts,
+// planned backend ([checkChat]); policies are the compiled ai.policies,
+// whose budgets the pre-body check holds. The budget wiring is this one
+// function.
+func newMeter(cfg *config.Config, led *ledger.Ledger, routes *routing.Table, accts accounts, policies *policy.Table,
 	check func(string, *flexwayv1.CreateChatCompletionRequest) error,
 	resolveAlias func(context.Context, *call.State, any) *routing.AliasRoute,
 	p *grpcproxy.Proxy, tracer trace.Tracer, log *slog.Logger) *metering.Meter {
@@ -175,6 +177,7 @@ func newMeter(cfg *config.Config, led *ledger.Ledger, routes *routing.Table, acc
 		Known:                 accts.Known,
 		Proxied:               proxied,
 		FrameSize:             frameSize,
+		Policies:              policies,
 		Tracer:                tracer,
 		Logger:                log,
 	})
@@ -270,7 +273,7 @@ func newGRPCServer(cfg *config.Config, chain *interceptors.Chain, proxy *grpcpro
 // only: the HTTP server metric is the front's access hook, which costs a
 // fraction of otelhttp's.
 func newHTTPFront(cfg *config.Config, local *inproc.Channel, metrics *telemetry.Metrics, adminSum *[sha256.Size]byte,
-	admit func(context.Context) (context.Context, error), ready func() error, tp trace.TracerProvider, log *slog.Logger) (http.Handler, error) {
+	admit func(context.Context, string) (context.Context, error), ready func() error, tp trace.TracerProvider, log *slog.Logger) (http.Handler, error) {
 	forward := []string{cfg.AI.SensitiveHeader}
 	for _, r := range cfg.Identity.Relays {
 		h := r.IdentityHeaders

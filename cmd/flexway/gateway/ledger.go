@@ -95,12 +95,40 @@ func ledgerPolicy(cfg *config.Config) (ledger.Policy, error) {
 		}
 		p.Tenants[name] = tp
 	}
+	for _, pol := range cfg.AI.Policies {
+		if pol.Budget == nil {
+			continue
+		}
+		if p.Policies == nil {
+			p.Policies = map[string]ledger.PolicyLimits{}
+		}
+		p.Policies[pol.Name] = ledger.PolicyLimits{Limits: limits(pol.Budget.Caps), Per: ledgerPer(pol.Budget.Per)}
+	}
 	return p, nil
 }
 
-// limits converts configured caps (euros) to the ledger's (nano-euros).
+// ledgerPer is the ledger's owner of a policy's buckets for budget.per:
+// tenant when unset.
+func ledgerPer(per config.PolicyPer) ledger.Per {
+	switch per {
+	case config.PerAgent:
+		return ledger.PerAgent
+	case config.PerPolicy:
+		return ledger.PerPolicy
+	}
+	return ledger.PerTenant
+}
+
+// limits converts configured caps (euros) to the ledger's (nano-euros);
+// tokens_per_minute and requests_per_minute pass as they are (tokens,
+// requests).
 func limits(c config.Caps) ledger.Limits {
-	l := ledger.Limits{TokensPerDay: c.TokensPerDay, TokensPerMonth: c.TokensPerMonth}
+	l := ledger.Limits{
+		TokensPerMinute:   c.TokensPerMinute,
+		RequestsPerMinute: c.RequestsPerMinute,
+		TokensPerDay:      c.TokensPerDay,
+		TokensPerMonth:    c.TokensPerMonth,
+	}
 	if nano, ok := c.NanoEURPerMonth(); ok {
 		l.NanoEURPerMonth = &nano
 	}
