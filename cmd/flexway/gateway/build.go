@@ -34,6 +34,7 @@ import (
 	"github.com/flexway/flexway/server/imagecheck"
 	"github.com/flexway/flexway/server/ledger"
 	"github.com/flexway/flexway/server/metering"
+	"github.com/flexway/flexway/server/policy"
 	"github.com/flexway/flexway/server/routing"
 	"github.com/flexway/flexway/server/routing/alias"
 	"github.com/flexway/flexway/server/telemetry"
