@@ -127,6 +127,9 @@ func (c Config) govern(st *call.State, req any) error {
 	}
 	deny, shadow := st.Policies.CheckModel(model)
 	if deny != nil {
+		// The refusal's audit line names the model refused, as a served
+		// call's does.
+		st.SetOutcome(call.Outcome{ModelRequested: model})
 		fe := faults.New(faults.ModelNotAllowed, "model %.64q is not allowed for this caller by policy %.64q", model, deny.Policy)
 		fe.Param = "model"
 		return fe

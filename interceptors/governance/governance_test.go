@@ -89,6 +89,10 @@ func TestModelRule(t *testing.T) {
 				if want := `model "` + model + `" is not allowed for this caller by policy "` + tc.deny + `"`; fe.Message != want {
 					t.Errorf("message %q, want %q", fe.Message, want)
 				}
+				// The refusal's audit line says which model was refused.
+				if got := st.Outcome().ModelRequested; got != model {
+					t.Errorf("outcome's model_requested %q, want %q", got, model)
+				}
 				return
 			}
 			if err != nil || !ran {
