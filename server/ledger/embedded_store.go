@@ -146,23 +146,38 @@ func (s *embedded) leaseEnd(_ context.Context, bucket string, need int64, now ti
 	if !ok {
 		return time.Time{}, nil
 	}
-	type held struct{ deadline, amount int64 }
-	var hs []held
+	return whenFreed(s.holds(b, nil), need), nil
+}
+
+// freeing is an amount that leaves a bucket at a time (unix nanoseconds):
+// a reservation's hold at its lease's end, a window slot's amount when it
+// ages out.
+type freeing struct{ at, amount int64 }
+
+// holds appends to fs the holds on b of the reservations in memory. Called
+// with mu held.
+func (s *embedded) holds(b *ebucket, fs []freeing) []freeing {
 	for _, r := range s.res {
 		for _, l := range r.lines {
 			if l.b == b && l.amount > 0 {
-				hs = append(hs, held{r.deadline, l.amount})
+				fs = append(fs, freeing{r.deadline, l.amount})
 			}
 		}
 	}
-	slices.SortFunc(hs, func(x, y held) int { return cmp.Compare(x.deadline, y.deadline) })
+	return fs
+}
+
+// whenFreed returns the earliest time at which fs (in any order) free need
+// in total, the zero time when they free less.
+func whenFreed(fs []freeing, need int64) time.Time {
+	slices.SortFunc(fs, func(x, y freeing) int { return cmp.Compare(x.at, y.at) })
 	var freed int64
-	for _, h := range hs {
-		if freed = money.AddSat(freed, h.amount); freed >= need {
-			return time.Unix(0, h.deadline), nil
+	for _, f := range fs {
+		if freed = money.AddSat(freed, f.amount); freed >= need {
+			return time.Unix(0, f.at)
 		}
 	}
-	return time.Time{}, nil
+	return time.Time{}
 }
 
 // windowFree implements Store, from the window's slots and the
@@ -179,29 +194,14 @@ func (s *embedded) windowFree(_ context.Context, bucket string, need int64, now 
 	if !ok {
 		return time.Time{}, nil
 	}
-	type free struct{ at, amount int64 } // unix nanoseconds
-	var fs []free
+	var fs []freeing
 	b.win.advance(now.Unix())
 	for _, sl := range b.win.slots {
 		if sl.amount > 0 {
-			fs = append(fs, free{time.Unix(sl.sec+windowSlots, 0).UnixNano(), sl.amount})
+			fs = append(fs, freeing{time.Unix(sl.sec+windowSlots, 0).UnixNano(), sl.amount})
 		}
 	}
-	for _, r := range s.res {
-		for _, l := range r.lines {
-			if l.b == b && l.amount > 0 {
-				fs = append(fs, free{r.deadline, l.amount})
-			}
-		}
-	}
-	slices.SortFunc(fs, func(x, y free) int { return cmp.Compare(x.at, y.at) })
-	var freed int64
-	for _, f := range fs {
-		if freed = money.AddSat(freed, f.amount); freed >= need {
-			return time.Unix(0, f.at), nil
-		}
-	}
-	return time.Time{}, nil
+	return whenFreed(s.holds(b, fs), need), nil
 }
 
 func (s *embedded) release(_ context.Context, id string, _ []line, now time.Time) error {
