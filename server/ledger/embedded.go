@@ -3,6 +3,7 @@ package ledger
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"sync"
@@ -11,8 +12,6 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
-
-	"github.com/flexway/flexway/server/money"
 )
 
 // Embedded store durability. A commit appends one record of its amounts to
@@ -263,9 +262,18 @@ func (w *window) add(sec, amount int64) {
 		w.sum -= sl.amount
 		*sl = wslot{sec: sec}
 	}
-	sl.amount = money.AddSat(sl.amount, amount)
-	w.sum = money.AddSat(w.sum, amount)
+	// A slot holds at most maxSlotAmount, so that the sum of every slot
+	// never overflows and taking an aged slot out of it is exact (a
+	// saturated sum would drop below what the live slots hold). Any cap
+	// below it is passed by a full slot all the same.
+	amount = min(max(amount, 0), maxSlotAmount-sl.amount)
+	sl.amount += amount
+	w.sum += amount
 }
+
+// maxSlotAmount bounds one window slot's amount (about 7.6e16 tokens):
+// windowSlots of them sum below math.MaxInt64.
+const maxSlotAmount = math.MaxInt64 / (2 * windowSlots)
 
 type eres struct {
 	id       string
