@@ -89,8 +89,47 @@ type State struct {
 	// upstream ignored it.
 	OutputLimit int64
 
-	mu      sync.Mutex
-	outcome Outcome
+	mu         sync.Mutex
+	outcome    Outcome
+	guardrails []GuardrailVerdict
+}
+
+// GuardrailVerdict is one guardrail rule's finding on a call, for the
+// audit line's guardrails list ({policy, rule, phase, action}) and the
+// flexway_guardrail_matches_total metric: metadata only, never the
+// matched text or the entity's value.
+type GuardrailVerdict struct {
+	// Policy is the name of the policy that declares the rule.
+	Policy string
+	// Rule is the rule's type: pii, secrets, injection, banned, regex,
+	// json_schema or webhook.
+	Rule string
+	// Phase is prompt or response.
+	Phase string
+	// Action is what was done: deny, redact or log; would_deny for a
+	// rule of a shadow policy, which changes nothing.
+	Action string
+}
+
+// AddGuardrail records a guardrail verdict; one per rule, phase and
+// action is kept (a rule matching ten card numbers is one verdict).
+func (s *State) AddGuardrail(v GuardrailVerdict) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, have := range s.guardrails {
+		if have == v {
+			return
+		}
+	}
+	s.guardrails = append(s.guardrails, v)
+}
+
+// Guardrails returns the verdicts recorded, in the order they were first
+// found; a copy.
+func (s *State) Guardrails() []GuardrailVerdict {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]GuardrailVerdict(nil), s.guardrails...)
 }
 
 // Outcome is what the service recorded of the call.

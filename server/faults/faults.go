@@ -48,6 +48,11 @@ const (
 	// BackendNotAllowed: a policy's governance.backends leaves no backend
 	// of the call's plan (403, PERMISSION_DENIED).
 	BackendNotAllowed Reason = "backend_not_allowed"
+	// GuardrailViolation: a guardrail rule of a policy refused the prompt
+	// or the answer (403, PERMISSION_DENIED; OpenAI type "content_filter",
+	// also on a stream's error event). The message names the policy and
+	// the rule's type, never the matched text.
+	GuardrailViolation Reason = "guardrail_violation"
 	// RateLimited: a per-minute cap (tokens_per_minute,
 	// requests_per_minute) holds the call back, or every credential of the
 	// backend's pool (ai.backends.NAME.credentials) rests after its
@@ -80,7 +85,7 @@ const (
 // Reasons lists every [Reason], for conformance tests.
 var Reasons = []Reason{
 	InvalidAPIKey, InvalidRequest, RequestTooLarge, NotFound, CapabilityUnavailable,
-	BudgetExceeded, SensitiveNoInternalBackend, UnknownTenant, ModelNotAllowed, BackendNotAllowed, RateLimited, UpstreamError,
+	BudgetExceeded, SensitiveNoInternalBackend, UnknownTenant, ModelNotAllowed, BackendNotAllowed, GuardrailViolation, RateLimited, UpstreamError,
 	UpstreamCredentialsExhausted, NoBackendAvailable, UpstreamTimeout, UpstreamStatus, Unavailable,
 	Canceled, Internal,
 }
@@ -103,6 +108,7 @@ var reasonTable = map[Reason]reasonInfo{
 	UnknownTenant:                {codes.PermissionDenied, http.StatusForbidden, "permission_error"},
 	ModelNotAllowed:              {codes.PermissionDenied, http.StatusForbidden, "permission_error"},
 	BackendNotAllowed:            {codes.PermissionDenied, http.StatusForbidden, "permission_error"},
+	GuardrailViolation:           {codes.PermissionDenied, http.StatusForbidden, "content_filter"},
 	RateLimited:                  {codes.ResourceExhausted, http.StatusTooManyRequests, "requests"},
 	UpstreamError:                {codes.Unavailable, http.StatusBadGateway, "server_error"},
 	UpstreamCredentialsExhausted: {codes.Unavailable, http.StatusBadGateway, "server_error"},

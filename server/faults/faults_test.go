@@ -30,6 +30,7 @@ func TestEveryReasonMaps(t *testing.T) {
 		faults.UnknownTenant:                {codes.PermissionDenied, 403},
 		faults.ModelNotAllowed:              {codes.PermissionDenied, 403},
 		faults.BackendNotAllowed:            {codes.PermissionDenied, 403},
+		faults.GuardrailViolation:           {codes.PermissionDenied, 403},
 		faults.RateLimited:                  {codes.ResourceExhausted, 429},
 		faults.UpstreamError:                {codes.Unavailable, 502},
 		faults.UpstreamCredentialsExhausted: {codes.Unavailable, 502},

@@ -17,6 +17,7 @@ import (
 	"slices"
 
 	"github.com/flexway/flexway/server/config"
+	"github.com/flexway/flexway/server/guardrail"
 )
 
 // Key is what a call is matched on. Empty fields are values like any
@@ -234,6 +235,15 @@ func (s Set) BackendDenial(plan []string) *Denial {
 		return &first.backendDenial
 	}
 	return nil
+}
+
+// Scanner returns the text rules (pii, secrets, injection, banned, regex)
+// of the set's policies for phase, joined into one scanner
+// ([guardrail.Join]); nil when no policy of the set has one, and then the
+// phase checks nothing and a stream is held back by nothing. Rules of a
+// shadow policy are in it, marked Shadow.
+func (s Set) Scanner(phase guardrail.Phase) *guardrail.Scanner {
+	return nil // issue 17: compiled from ai.policies[].guardrails
 }
 
 // BudgetNames returns the names of the policies of the set with a

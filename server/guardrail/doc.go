@@ -1,0 +1,17 @@
+// Package guardrail finds, in text, what the guardrails of ai.policies look
+// for (stages 5 and 13 of DESIGN.md's AI pipeline): personal data (pii:
+// email, phone, credit_card, iban, ipv4, ipv6), provider secrets, prompt
+// injection phrasings, banned words and operators' RE2 patterns; and
+// redacts it. It is pure: no I/O, no configuration types (server/policy
+// compiles ai.policies into [Spec]s).
+//
+// Text is matched after normalisation, so that Unicode tricks do not slip
+// through: NFKC (full-width digits become ASCII digits), default-ignorable
+// characters (zero-width joiners, soft hyphens) removed; injection and
+// banned rules also case-fold, drop combining marks and collapse
+// whitespace. Matches are reported as byte spans of the original text.
+//
+// A [Holder] applies a [Scanner] to a stream of text (one channel of an
+// answer: its content, its reasoning, one tool call's arguments) without
+// releasing any byte a rule could still match once more text arrives.
+package guardrail
