@@ -143,6 +143,11 @@ func (p Price) Bound(in, out int64) int64 {
 // Negative fields count as 0.
 type Amount struct {
 	Tokens, NanoEUR int64
+	// Continued marks a further reservation of a call already admitted (a
+	// per-byte proxied stream's, each time it outgrows what it holds): it
+	// holds nothing on requests_per_minute, which counts calls, not
+	// reservations. Ignored by Commit.
+	Continued bool
 }
 
 // Account is who a call is charged to: a tenant, or an agent of a tenant.

@@ -88,6 +88,9 @@ func (l *Ledger) Reserve(ctx context.Context, a Account, amt Amount) (*Reservati
 	// The capped buckets first (reserved), cap by cap.
 	for ci := range capOrder {
 		for _, sc := range scopes {
+			if ci == ciReqMin && amt.Continued {
+				break // the call is counted by its first reservation
+			}
 			if sc.caps != nil && sc.caps.limit[ci] != noLimit {
 				add(lineKind{scope: sc.kind, pol: sc.pol, ci: ci}, sc.caps.limit[ci])
 			}

@@ -115,7 +115,7 @@ func (c *ProxiedCall) grow(total int64) error {
 		return nil
 	}
 	amt := 2*need - c.reserved
-	r, err := c.m.cfg.Ledger.Reserve(c.ctx, c.acct, ledger.Amount{NanoEUR: amt})
+	r, err := c.m.cfg.Ledger.Reserve(c.ctx, c.acct, ledger.Amount{NanoEUR: amt, Continued: c.res != nil})
 	if err != nil {
 		return refusal(ledger.State{}, err)
 	}
