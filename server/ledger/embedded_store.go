@@ -146,7 +146,7 @@ func (s *embedded) leaseEnd(_ context.Context, bucket string, need int64, now ti
 	if !ok {
 		return time.Time{}, nil
 	}
-	return whenFreed(s.holds(b, nil), need), nil
+	return whenFreed(s.holds(b, nil, 0), need), nil
 }
 
 // freeing is an amount that leaves a bucket at a time (unix nanoseconds):
@@ -154,17 +154,31 @@ func (s *embedded) leaseEnd(_ context.Context, bucket string, need int64, now ti
 // ages out.
 type freeing struct{ at, amount int64 }
 
-// holds appends to fs the holds on b of the reservations in memory. Called
-// with mu held.
-func (s *embedded) holds(b *ebucket, fs []freeing) []freeing {
+// holds appends to fs the holds on b of the reservations in memory, each
+// freed at its deadline; with ttl > 0 (b is a per-minute window) at the
+// latest of its deadline and the end of its commit's slot, as
+// [Store.windowFree] says. Called with mu held.
+func (s *embedded) holds(b *ebucket, fs []freeing, ttl time.Duration) []freeing {
 	for _, r := range s.res {
 		for _, l := range r.lines {
 			if l.b == b && l.amount > 0 {
-				fs = append(fs, freeing{r.deadline, l.amount})
+				fs = append(fs, freeing{holdEnd(r.deadline, ttl), l.amount})
 			}
 		}
 	}
 	return fs
+}
+
+// holdEnd is when a hold with lease deadline (unix nanoseconds) leaves a
+// bucket: at the deadline, or for a per-minute window's (ttl > 0) at the
+// latest of it and the end of the slot of its birth second (deadline -
+// ttl), where a commit would count it for 61 s.
+func holdEnd(deadline int64, ttl time.Duration) int64 {
+	if ttl <= 0 {
+		return deadline
+	}
+	born := time.Unix(0, deadline-int64(ttl)).Unix()
+	return max(deadline, time.Unix(born+windowSlots, 0).UnixNano())
 }
 
 // whenFreed returns the earliest time at which fs (in any order) free need
@@ -183,7 +197,7 @@ func whenFreed(fs []freeing, need int64) time.Time {
 // windowFree implements Store, from the window's slots and the
 // reservations in memory (only on a refusal's path: it looks at every
 // reservation held).
-func (s *embedded) windowFree(_ context.Context, bucket string, need int64, now time.Time) (time.Time, error) {
+func (s *embedded) windowFree(_ context.Context, bucket string, need int64, now time.Time, ttl time.Duration) (time.Time, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -201,7 +215,7 @@ func (s *embedded) windowFree(_ context.Context, bucket string, need int64, now 
 			fs = append(fs, freeing{time.Unix(sl.sec+windowSlots, 0).UnixNano(), sl.amount})
 		}
 	}
-	return whenFreed(s.holds(b, fs), need), nil
+	return whenFreed(s.holds(b, fs, ttl), need), nil
 }
 
 func (s *embedded) release(_ context.Context, id string, _ []line, now time.Time) error {

@@ -370,7 +370,7 @@ func (l *Ledger) byReservations(ctx context.Context, e *ExceededError, bucket st
 // or been freed by reservations' leases ending, rounded up to whole
 // seconds, at least 1s; the whole window when the store cannot tell.
 func (l *Ledger) windowWait(ctx context.Context, e *ExceededError, bucket string, need int64, now time.Time) {
-	at, err := l.store.windowFree(ctx, bucket, need, now)
+	at, err := l.store.windowFree(ctx, bucket, need, now, l.ttl)
 	if err != nil || at.IsZero() {
 		return
 	}

@@ -191,6 +191,19 @@ for i = 1, #used do out[#out + 1] = used[i] end
 return out
 `)
 
+// Saturation bounds of the finish script, in the unit of the bucket
+// (tokens, requests, nano-euros): luaSlotMax (2^46) for one second's slot
+// of a per-minute window, so that the window's running sum of 61 slots
+// stays exact in Lua's doubles (below 2^53); luaCommittedMax (9·10^18,
+// under math.MaxInt64) for a period's committed total. An upstream that
+// reports an absurd usage saturates a bucket (its tenant is refused until
+// the bucket ends) instead of overflowing HINCRBY, which would abort the
+// script half applied.
+const (
+	luaSlotMax      = "70368744177664"
+	luaCommittedMax = "9000000000000000000"
+)
+
 // finish (commit and release): KEYS = marker, seq, tombstone, then b, z
 // per line. ARGV = known e, known s, known rollback, id, add (1 commit, 0
 // release), then held, amount, expireAt, slot per line (held "-1": not
@@ -216,15 +229,31 @@ for i = 0, (#KEYS - 3) / 2 - 1 do
     if slot ~= '0' then
       local lo = tonumber(redis.call('HGET', b, 'lo'))
       if lo and tonumber(slot) >= lo then
-        redis.call('HINCRBY', b, slot, amt)
-        redis.call('HINCRBY', b, 's', amt)
+        -- A slot holds at most slotMax, so that "s", the sum of 61
+        -- slots, stays exact (below 2^53, where Lua's doubles are) and
+        -- an absurd usage never overflows HINCRBY: it saturates.
+        local cur = tonumber(redis.call('HGET', b, slot) or '0')
+        local d = math.min(cur + tonumber(amt), ` + luaSlotMax + `) - cur
+        if d > 0 then
+          d = string.format('%d', d)
+          redis.call('HINCRBY', b, slot, d)
+          redis.call('HINCRBY', b, 's', d)
+        end
         -- b and z always expire together: a z gone before b would leave
         -- the holds it listed in "r" for good.
         redis.call('PEXPIRE', b, wttl)
         redis.call('PEXPIRE', z, wttl)
       end
-    elseif redis.call('HINCRBY', b, 'c', amt) == tonumber(amt) then
-      redis.call('EXPIREAT', b, ARGV[8 + 4*i])
+    else
+      -- A period's total saturates at committedMax rather than overflow
+      -- HINCRBY (which would abort the script half applied).
+      local cur = tonumber(redis.call('HGET', b, 'c') or '0')
+      if cur + tonumber(amt) > ` + luaCommittedMax + ` then
+        redis.call('HSET', b, 'c', '` + luaCommittedMax + `')
+      else
+        redis.call('HINCRBY', b, 'c', amt)
+      end
+      if cur == 0 then redis.call('EXPIREAT', b, ARGV[8 + 4*i]) end
     end
   end
 end
@@ -289,10 +318,12 @@ end
 return -1
 `)
 
-// windowFree: KEYS = b, z of a per-minute window; ARGV = now ms, need.
-// Returns the time (ms) at which the window's live slots (a slot of second
-// t frees at t+61 s) and unexpired reservations (at their deadlines, the
-// first 1024) ending first hold need in total, or -1 (they hold less).
+// windowFree: KEYS = b, z of a per-minute window; ARGV = now ms, need, the
+// lease TTL ms. Returns the time (ms) at which the window's live slots (a
+// slot of second t frees at t+61 s) and unexpired reservations (the first
+// 1024 to end; each at the latest of its deadline d and the end of its
+// commit's slot, floor((d - ttl)/1000) + 61 s) freeing first hold need in
+// total, or -1 (they hold less).
 var windowFreeScript = redis.NewScript(`
 local now = tonumber(ARGV[1])
 local cut = math.floor(now / 1000) - 60
@@ -303,8 +334,10 @@ for i = 1, #all, 2 do
   if sec and sec >= cut then ev[#ev + 1] = {(sec + 61) * 1000, tonumber(all[i + 1])} end
 end
 local ms = redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. ARGV[1], '+inf', 'WITHSCORES', 'LIMIT', 0, 1024)
+local ttl = tonumber(ARGV[3])
 for i = 1, #ms, 2 do
-  ev[#ev + 1] = {tonumber(ms[i + 1]), tonumber(string.match(ms[i], '/(%d+)$') or '0')}
+  local d = tonumber(ms[i + 1])
+  ev[#ev + 1] = {math.max(d, (math.floor((d - ttl) / 1000) + 61) * 1000), tonumber(string.match(ms[i], '/(%d+)$') or '0')}
 end
 table.sort(ev, function(x, y) return x[1] < y[1] end)
 local need, freed = tonumber(ARGV[2]), 0

@@ -258,8 +258,8 @@ func (s *redisStore) leaseEnd(ctx context.Context, bucket string, need int64, no
 }
 
 // windowFree implements Store, in one script (a refusal's path only).
-func (s *redisStore) windowFree(ctx context.Context, bucket string, need int64, now time.Time) (time.Time, error) {
-	v, err := windowFreeScript.Run(ctx, s.c, bucketKeys(nil, bucket), unixMs(now), need).Result()
+func (s *redisStore) windowFree(ctx context.Context, bucket string, need int64, now time.Time, ttl time.Duration) (time.Time, error) {
+	v, err := windowFreeScript.Run(ctx, s.c, bucketKeys(nil, bucket), unixMs(now), need, ttl.Milliseconds()).Result()
 	if err != nil {
 		return time.Time{}, s.fail(ctx, "window", err)
 	}

@@ -41,10 +41,13 @@ type Store interface {
 	leaseEnd(ctx context.Context, bucket string, need int64, now time.Time) (time.Time, error)
 	// windowFree returns when window bucket will have freed need: the
 	// earliest time at which its slots aged out (a slot of second s at s +
-	// 61 s) and its unexpired reservations ended (at their deadlines) hold
-	// at least need in total; the zero time when they hold less or the
-	// store cannot tell. Only on a per-minute refusal's path.
-	windowFree(ctx context.Context, bucket string, need int64, now time.Time) (time.Time, error)
+	// 61 s) and its unexpired reservations left it hold at least need in
+	// total; the zero time when they hold less or the store cannot tell.
+	// A reservation leaves the window at the latest of its deadline and
+	// the end of the slot its commit would count in: the second of its
+	// birth, taken as deadline - ttl (a renewed lease only makes that
+	// later: never too early), + 61 s. Only on a per-minute refusal's path.
+	windowFree(ctx context.Context, bucket string, need int64, now time.Time, ttl time.Duration) (time.Time, error)
 	// commit removes reservation id from every bucket that still holds it
 	// (it may have expired; line.held is what was reserved there, -1 for a
 	// bucket that was not reserved) and adds each line's amount to that
