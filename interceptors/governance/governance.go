@@ -9,7 +9,12 @@
 // operation (ai.chatCompletions, ai.embeddings, ai.listModels, or for a
 // proxied specialised-model method its service's full name,
 // "acme.ocr.v1.OcrService"), the requested model (chat and embeddings;
-// "" otherwise), its tenant and its agent.
+// "" otherwise), its tenant and its agent. A requested model that no
+// alias names and that the call's first backend does not list is
+// matched as the model that backend serves it as, its default_model
+// ([Config.ServedModel]): a policy matched on a model holds every call
+// served as that model, whatever name the caller spelled it with. The
+// model rules (governance.models) still check the name as sent.
 //
 // A model rule that refuses is PERMISSION_DENIED with ErrorInfo reason
 // model_not_allowed and metadata param "model" (HTTP 403 in the OpenAI
@@ -51,6 +56,12 @@ type Config struct {
 	// specialised-model method by its full name
 	// ("/acme.ocr.v1.OcrService/Recognize"), false for any other method.
 	ProxiedBackend func(fullMethod string) (backend string, ok bool)
+	// ServedModel, when set, returns the model a chat or embeddings call
+	// of st naming model is matched on: model itself when an alias names
+	// it or its plan's first backend lists it (or lists no models), else
+	// that backend's default_model, which serves it. Nil matches on
+	// model as sent.
+	ServedModel func(st *call.State, model string) string
 }
 
 // UnaryServerInterceptor resolves the policies of unary calls and applies
@@ -119,8 +130,12 @@ func (s *stream) RecvMsg(m any) error {
 // req, and applies their model rule.
 func (c Config) govern(st *call.State, req any) error {
 	model, named := requestedModel(req)
+	matched := model
+	if named && c.ServedModel != nil {
+		matched = c.ServedModel(st, model)
+	}
 	st.Policies = c.Policies.Resolve(policy.Key{
-		Listener: st.Listener, Operation: st.Operation, Model: model, Tenant: st.Tenant, Agent: st.Agent,
+		Listener: st.Listener, Operation: st.Operation, Model: matched, Tenant: st.Tenant, Agent: st.Agent,
 	})
 	if !named || len(st.Policies.Policies) == 0 {
 		return nil

@@ -100,7 +100,7 @@ func (g *Gateway) build(o Options) error {
 	}
 	chain, err := interceptors.New(interceptors.Config{
 		Audit:           g.auditing(accts),
-		Governance:      governing(policies, g.proxy),
+		Governance:      governing(cfg, policies, g.proxy, routes, aliases),
 		Vision:          images,
 		Keys:            keys,
 		OperationNamer:  newOperationNamer(),
