@@ -121,13 +121,13 @@ type rawMatch struct {
 }
 
 type det struct {
-	s    string
-	eot  bool // a read hit the end of the text
+	s   string
+	eot bool // a read hit the end of the text
 	// final: the text is whole (Find, Flush): a read past its end is the
 	// end, not a reason to wait.
 	final bool
-	want [nKinds]bool
-	out  []rawMatch
+	want  [nKinds]bool
+	out   []rawMatch
 	// hold is the smallest start of an undetermined candidate (len(s)
 	// when none).
 	hold int

@@ -56,9 +56,9 @@ func TestFindEntities(t *testing.T) {
 		{"amex 378282246310005 ok", []hit{{"378282246310005", "credit_card"}}},
 		{"mc 5555555555554444", []hit{{"5555555555554444", "credit_card"}}},
 		{"bad luhn 4111111111111112", nil},
-		{"ts 1733011200000 ms", nil},                 // 13 digits, no issuer
-		{"long 41111111111111110000 x", nil},         // inside a longer run
-		{"no issuer 9111111111111111", nil},          // Luhn ok? no issuer anyway
+		{"ts 1733011200000 ms", nil},         // 13 digits, no issuer
+		{"long 41111111111111110000 x", nil}, // inside a longer run
+		{"no issuer 9111111111111111", nil},  // Luhn ok? no issuer anyway
 		{"call +44 20 7946 0958 now", []hit{{"+44 20 7946 0958", "phone"}}},
 		{"call +1 (555) 123-4567", []hit{{"+1 (555) 123-4567", "phone"}}},
 		{"call (555) 123-4567", []hit{{"(555) 123-4567", "phone"}}},

@@ -249,4 +249,3 @@ func Redacted(text string, ms []Match) string {
 	b.WriteString(text[end:])
 	return b.String()
 }
-

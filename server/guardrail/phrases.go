@@ -93,12 +93,12 @@ func isWordRune(r rune) bool {
 // ac is an Aho-Corasick automaton over bytes, as a dense table over byte
 // classes (the bytes of the patterns; every other byte is class 0).
 type ac struct {
-	cls   [256]uint8
-	nc    int
-	delta []int32 // state*nc + class → state
-	depth []int32 // length of the state's prefix
-	out   [][]int32
-	pats  []string
+	cls    [256]uint8
+	nc     int
+	delta  []int32 // state*nc + class → state
+	depth  []int32 // length of the state's prefix
+	out    [][]int32
+	pats   []string
 	maxLen int
 }
 
