@@ -93,13 +93,22 @@ func isWordRune(r rune) bool {
 // ac is an Aho-Corasick automaton over bytes, as a dense table over byte
 // classes (the bytes of the patterns; every other byte is class 0).
 type ac struct {
-	cls    [256]uint8
-	nc     int
-	delta  []int32 // state*nc + class → state
-	depth  []int32 // length of the state's prefix
+	// cls is each byte's class, ASCII folded: upper-case letters are
+	// their lower case, every ASCII whitespace byte a space — so the
+	// automaton runs on pure-ASCII text itself, no folded copy needed.
+	cls [256]uint8
+	nc  int
+	// tab is the transition table: tab[row+class] is the next state's
+	// row (state*nc), complemented (negative) when the state ends a
+	// pattern. A state whose prefix ends with a space loops on a space:
+	// runs of whitespace count as one.
+	tab   []int32
+	delta []int32 // state*nc + class → state (building only)
+	depth []int32 // length of the state's prefix
 	out    [][]int32
-	pats   []string
-	maxLen int
+	pats      []string
+	maxLen    int
+	lastSpace []bool // building only
 }
 
 func newAC(pats []string) *ac {
@@ -126,6 +135,7 @@ func newAC(pats []string) *ac {
 	}
 	a.depth = []int32{0}
 	a.out = [][]int32{nil}
+	a.lastSpace = []bool{false}
 	for pi, p := range pats {
 		st := int32(0)
 		for i := 0; i < len(p); i++ {
@@ -138,6 +148,7 @@ func newAC(pats []string) *ac {
 				}
 				a.depth = append(a.depth, int32(i+1))
 				a.out = append(a.out, nil)
+				a.lastSpace = append(a.lastSpace, p[i] == ' ')
 				delta[st*int32(nc)+c] = nx
 			}
 			st = nx
@@ -171,24 +182,64 @@ func newAC(pats []string) *ac {
 			}
 		}
 	}
-	a.delta = delta
-	return a
-}
-
-// scan calls hit(end, pattern) for every occurrence of a pattern in s and
-// returns the final state's depth (the longest suffix of s that begins a
-// pattern).
-func (a *ac) scan(s string, hit func(end int, pat int32)) int {
-	st := int32(0)
-	nc := int32(a.nc)
-	delta, out := a.delta, a.out
-	for i := 0; i < len(s); i++ {
-		st = delta[st*nc+int32(a.cls[s[i]])]
-		if out[st] != nil {
-			for _, p := range out[st] {
-				hit(i+1, p)
+	// whitespace runs: a state after a space stays put on another one
+	if sp := int(a.cls[' ']); sp != 0 {
+		for st := 1; st < ns; st++ {
+			if a.lastSpace[st] {
+				delta[st*nc+sp] = int32(st)
 			}
 		}
 	}
-	return int(a.depth[st])
+	a.lastSpace = nil
+	a.tab = make([]int32, len(delta))
+	for k, nx := range delta {
+		x := nx * int32(nc)
+		if a.out[nx] != nil {
+			x = ^x
+		}
+		a.tab[k] = x
+	}
+	// fold ASCII: the classes of lower-case letters and of the space
+	for c := 0; c < 128; c++ {
+		if f := asciiFold[c]; f != byte(c) {
+			a.cls[c] = a.cls[f]
+		}
+	}
+	return a
+}
+
+// scan calls hit(end, pattern) for every occurrence of a pattern in s
+// (folded text, or pure ASCII text, which the classes fold) and returns
+// the final state's depth (the longest suffix of s that begins a pattern,
+// in folded bytes).
+func (a *ac) scan(s string, hit func(end int, pat int32)) int {
+	row := int32(0)
+	nc := int32(a.nc)
+	tab := a.tab
+	cls := &a.cls
+	for i := 0; i < len(s); i++ {
+		x := tab[row+int32(cls[s[i]])]
+		if x < 0 {
+			x = ^x
+			for _, p := range a.out[x/nc] {
+				hit(i+1, p)
+			}
+		}
+		row = x
+	}
+	return int(a.depth[row/nc])
+}
+
+// foldedBack is where the last l folded bytes of ASCII text s[:e] start
+// (a whitespace byte after another one is not in the folded text).
+func foldedBack(s string, e, l int) int {
+	i := e
+	for l > 0 && i > 0 {
+		i--
+		if asciiFold[s[i]] == ' ' && i > 0 && asciiFold[s[i-1]] == ' ' {
+			continue
+		}
+		l--
+	}
+	return i
 }

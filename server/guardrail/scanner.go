@@ -360,40 +360,63 @@ func (s *Scanner) scan(text string, final bool, dst []Match, rxFrom []int) ([]Ma
 		}
 	}
 	if e.folded && e.ac != nil {
-		v := foldedView(text)
-		a := e.ac
-		depth := a.scan(v.s, func(end int, p int32) {
-			pat := a.pats[p]
-			st := end - len(pat)
-			if !final && end >= len(v.s) {
-				return // its boundary is still to come
-			}
-			if isWordByte(pat[0]) || pat[0] >= utf8.RuneSelf {
-				if r, _ := utf8.DecodeLastRuneInString(v.s[:st]); st > 0 && isWordRune(r) {
-					if r, _ := utf8.DecodeRuneInString(pat); isWordRune(r) {
-						return
-					}
+		dst, hold = s.phrases(text, final, dst, hold)
+	}
+	return dst, hold
+}
+
+// phrases finds injection phrases and banned words: on pure-ASCII text
+// directly (the automaton folds case and whitespace), otherwise on the
+// folded view.
+func (s *Scanner) phrases(text string, final bool, dst []Match, hold int) ([]Match, int) {
+	e := &s.eng
+	a := e.ac
+	ascii := isASCII(text)
+	var v view
+	src := text
+	if !ascii {
+		v = foldedView(text)
+		src = v.s
+	}
+	depth := a.scan(src, func(end int, p int32) {
+		pat := a.pats[p]
+		var st int
+		if ascii {
+			st = foldedBack(src, end, len(pat))
+		} else {
+			st = end - len(pat)
+		}
+		if !final && end >= len(src) {
+			return // its boundary is still to come
+		}
+		if st > 0 {
+			if r, _ := utf8.DecodeLastRuneInString(src[:st]); isWordRune(r) {
+				if r, _ := utf8.DecodeRuneInString(pat); isWordRune(r) {
+					return
 				}
 			}
-			if end < len(v.s) {
-				if r, _ := utf8.DecodeRuneInString(v.s[end:]); isWordRune(r) {
-					if r, _ := utf8.DecodeLastRuneInString(pat); isWordRune(r) {
-						return
-					}
+		}
+		if end < len(src) {
+			if r, _ := utf8.DecodeRuneInString(src[end:]); isWordRune(r) {
+				if r, _ := utf8.DecodeLastRuneInString(pat); isWordRune(r) {
+					return
 				}
 			}
-			x, y := v.span(st, end)
-			for _, r := range e.acRules[p] {
-				dst = append(dst, Match{Start: x, End: y, Entity: entityOf(r, 0), Rule: r})
-			}
-		})
-		if !final {
-			// the longest suffix that begins a pattern, and the byte
-			// before it (a word boundary)
-			st := len(v.s) - depth
-			if st < len(v.s) {
-				hold = min(hold, v.origStart(st))
-			}
+		}
+		x, y := st, end
+		if !ascii {
+			x, y = v.span(st, end)
+		}
+		for _, r := range e.acRules[p] {
+			dst = append(dst, Match{Start: x, End: y, Entity: entityOf(r, 0), Rule: r})
+		}
+	})
+	if !final && depth > 0 {
+		// the longest suffix that begins a pattern
+		if ascii {
+			hold = min(hold, foldedBack(src, len(src), depth))
+		} else {
+			hold = min(hold, v.origStart(len(src)-depth))
 		}
 	}
 	return dst, hold
