@@ -102,10 +102,10 @@ type ac struct {
 	// row (state*nc), complemented (negative) when the state ends a
 	// pattern. A state whose prefix ends with a space loops on a space:
 	// runs of whitespace count as one.
-	tab   []int32
-	delta []int32 // state*nc + class → state (building only)
-	depth []int32 // length of the state's prefix
-	out    [][]int32
+	tab       []int32
+	delta     []int32 // state*nc + class → state (building only)
+	depth     []int32 // length of the state's prefix
+	out       [][]int32
 	pats      []string
 	maxLen    int
 	lastSpace []bool // building only
