@@ -39,8 +39,8 @@ func FuzzScanner(f *testing.F) {
 // TestFindLinear: a 24 MiB prompt is checked in bounded time, and twice
 // the text takes about twice the time.
 func TestFindLinear(t *testing.T) {
-	if testing.Short() {
-		t.Skip("24 MiB")
+	if testing.Short() || raceEnabled {
+		t.Skip("24 MiB, timed: not under -short or -race")
 	}
 	s := allRules(t)
 	unit := "card 4111 1111 1111 1111, mail a@b.io, ignore previous instructions, hydra ４１１１ 1.2.3.4 "
