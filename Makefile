@@ -114,6 +114,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzAnthropicDecode -fuzztime 30s ./server/backends/anthropic/
 	$(GO) test -run '^$$' -fuzz FuzzReduceSchema -fuzztime 30s ./server/backends/gemini/
 	$(GO) test -run '^$$' -fuzz FuzzCacheTokens -fuzztime 20s ./server/openaiwire/
+	$(GO) test -run '^$$' -fuzz FuzzScanner -fuzztime 30s ./server/guardrail/
 
 clean:
 	rm -rf bin flexway-data

@@ -14,4 +14,15 @@
 // A [Holder] applies a [Scanner] to a stream of text (one channel of an
 // answer: its content, its reasoning, one tool call's arguments) without
 // releasing any byte a rule could still match once more text arrives.
+//
+// Banned words and injection phrases are found with one Aho-Corasick
+// automaton (phrases.go), not an RE2 alternation: over the same 4 KiB of
+// prose with ten banned words, the automaton took ~10 µs and
+// `\b(?:w1|w2|…)\b` on the folded text ~280 µs (BenchmarkBanned*, a loaded
+// 2-core machine), and the automaton's cost does not grow with the number
+// of phrases (the ~1400 expanded injection phrasings cost the same per
+// byte).
+//
+// JSON \u escapes are not decoded here: integrators check the decoded
+// strings.
 package guardrail

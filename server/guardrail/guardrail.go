@@ -1,5 +1,10 @@
 package guardrail
 
+import (
+	"slices"
+	"strings"
+)
+
 // Action is what a rule does with a match (a guardrail rule's `action`).
 type Action uint8
 
@@ -114,12 +119,15 @@ type Spec struct {
 type Rule struct {
 	// Spec is the rule as configured.
 	Spec
+	rx *rxRule
 }
 
 // Match is one span a rule found.
 type Match struct {
 	// Start and End are byte offsets into the original text given to
-	// [Scanner.Find] (End exclusive).
+	// [Scanner.Find] (End exclusive); for a [Holder], offsets into the
+	// whole stream of its channel (every chunk pushed, concatenated).
+	// Both are on rune boundaries of the original text.
 	Start, End int
 	// Entity is what a redaction writes: [REDACTED:<Entity>] (a pii
 	// entity, "secret", "injection", "banned" or "regex").
@@ -129,32 +137,81 @@ type Match struct {
 }
 
 // Scanner runs a set of compiled text rules over a text in one pass. It
-// is safe for concurrent use.
+// is safe for concurrent use. A nil *Scanner has no rules: it finds
+// nothing and its Holders hold nothing back.
 type Scanner struct {
 	rules []*Rule
+	eng   engine
 }
 
-// Compile compiles specs into one Scanner. Its error names the rule
-// (policy, phase, index) and what is wrong (an unknown type or entity, a
-// bad RE2 pattern, an empty banned list).
+// Compile compiles specs into one Scanner (nil, nil for no specs). Its
+// error names the rule (policy, phase, index) and what is wrong (an
+// unknown type or entity, a bad RE2 pattern or one that matches the empty
+// string, an empty banned list, no action).
 func Compile(specs []Spec) (*Scanner, error) {
-	panic("guardrail.Compile: not built yet")
+	if len(specs) == 0 {
+		return nil, nil
+	}
+	return compile(specs)
 }
 
 // Join returns a Scanner that runs every non-nil scanner of ss, as if
-// their rules had been compiled together; nil when none is non-nil.
+// their rules had been compiled together (the same *Rule values); nil
+// when none is non-nil, the scanner itself when only one is. Joining
+// builds the banned/injection automaton anew: callers join once per
+// policy set, not per call.
 func Join(ss ...*Scanner) *Scanner {
-	panic("guardrail.Join: not built yet")
+	var only *Scanner
+	k := 0
+	for _, s := range ss {
+		if s != nil && len(s.rules) > 0 {
+			only = s
+			k++
+		}
+	}
+	if k <= 1 {
+		return only
+	}
+	var rules []*Rule
+	for _, s := range ss {
+		if s != nil {
+			rules = append(rules, s.rules...)
+		}
+	}
+	return newScanner(rules)
 }
 
 // Rules returns the scanner's rules. Read-only.
-func (s *Scanner) Rules() []*Rule { return s.rules }
+func (s *Scanner) Rules() []*Rule {
+	if s == nil {
+		return nil
+	}
+	return s.rules
+}
 
 // Find appends to dst the matches of the scanner's rules in text, sorted
-// by Start (then by End, longest first). Matches of different rules may
-// overlap. Its time is linear in len(text).
+// by Start (then by End, longest first; then in rule order). Matches of
+// different rules may overlap; a rule's matches may too (two phrases of
+// one injection list). Its time is linear in len(text). text need not be
+// valid UTF-8 (invalid bytes match nothing). JSON \u escapes are not
+// decoded here: callers check the decoded strings.
 func (s *Scanner) Find(text string, dst []Match) []Match {
-	panic("guardrail.Scanner.Find: not built yet")
+	if s == nil || len(s.rules) == 0 || len(text) == 0 {
+		return dst
+	}
+	n := len(dst)
+	dst, _ = s.scan(text, true, dst, nil)
+	sortMatches(dst[n:])
+	return dst
+}
+
+func sortMatches(ms []Match) {
+	slices.SortStableFunc(ms, func(a, b Match) int {
+		if a.Start != b.Start {
+			return a.Start - b.Start
+		}
+		return b.End - a.End
+	})
 }
 
 // Redacted returns text with the span of every match of ms whose rule's
@@ -163,34 +220,32 @@ func (s *Scanner) Find(text string, dst []Match) []Match {
 // is sorted as Find returns it. Text is returned unchanged when no such
 // match exists.
 func Redacted(text string, ms []Match) string {
-	panic("guardrail.Redacted: not built yet")
-}
-
-// Holder applies a Scanner to one channel of a streamed text. It holds back
-// every byte a rule could still match when more text arrives, and releases
-// only text no rule can still change: a match split across pushes is found
-// whole, and redacted whole, before any of it is released. Concatenating
-// every release of a stream, Flush's included, gives exactly
-// Redacted(whole, s.Find(whole, nil)), wherever the stream was split. Not
-// safe for concurrent use: one per channel of one call.
-type Holder struct {
-	s *Scanner
-}
-
-// NewHolder returns a Holder over s for one channel.
-func (s *Scanner) NewHolder() *Holder { return &Holder{s: s} }
-
-// Push adds chunk to the channel. release is the text that may now go to
-// the client, redacted; found are the matches in it, and any match with a
-// Deny action found so far in the held text too (a denial is reported as
-// soon as it is seen; the caller then ends the stream and releases
-// nothing more).
-func (h *Holder) Push(chunk string) (release string, found []Match) {
-	panic("guardrail.Holder.Push: not built yet")
-}
-
-// Flush ends the channel: release is every byte still held, redacted, and
-// found its matches.
-func (h *Holder) Flush() (release string, found []Match) {
-	panic("guardrail.Holder.Flush: not built yet")
+	var b strings.Builder
+	last := 0 // text written up to here
+	end := -1 // the current merged span's end
+	for _, m := range ms {
+		if m.Rule == nil || m.Rule.Action != Redact || m.Rule.Shadow {
+			continue
+		}
+		if m.Start < end {
+			end = max(end, m.End)
+			continue
+		}
+		if end >= 0 {
+			last = end
+		}
+		if b.Len() == 0 {
+			b.Grow(len(text))
+		}
+		b.WriteString(text[last:m.Start])
+		b.WriteString("[REDACTED:")
+		b.WriteString(m.Entity)
+		b.WriteString("]")
+		end = m.End
+	}
+	if end < 0 {
+		return text
+	}
+	b.WriteString(text[end:])
+	return b.String()
 }

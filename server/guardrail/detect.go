@@ -1,0 +1,811 @@
+package guardrail
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"net/netip"
+	"strings"
+)
+
+// The pii and secrets detectors. They scan the NFKC view once: a byte
+// class table finds the few bytes that can begin a match (a letter at a
+// word start, a digit at a number start, '@', ':', '+', '(', '-') and each
+// candidate is parsed by hand and validated in code (Go's RE2 has no
+// look-around, and validation — Luhn, mod-97, netip — is code anyway).
+//
+// Every decision about a candidate at s reads only the view from s-80 to
+// its end plus a few bytes: the Holder relies on it. A read past the end
+// of the text sets det.eot: the candidate is undetermined (more text could
+// change it), which is how the Holder knows what to hold.
+
+// kinds of detection (index into Scanner.byKind).
+const (
+	kEmail = iota
+	kPhone
+	kCard
+	kIBAN
+	kIPv4
+	kIPv6
+	kSecret
+	nKinds
+)
+
+var kindEntity = [nKinds]string{EntityEmail, EntityPhone, EntityCreditCard, EntityIBAN, EntityIPv4, EntityIPv6, "secret"}
+
+// Byte classes.
+const (
+	bDigit = 1 << iota
+	bUpper
+	bLower
+	bWord  // [A-Za-z0-9_]
+	bLocal // an email local part's byte
+	bDom   // [A-Za-z0-9.-]
+	bHex   // [0-9A-Fa-f]
+	bB64   // [A-Za-z0-9_-]
+)
+
+var bcls = func() (t [256]uint8) {
+	for c := 0; c < 256; c++ {
+		b := byte(c)
+		var k uint8
+		switch {
+		case b >= '0' && b <= '9':
+			k = bDigit | bWord | bLocal | bDom | bHex | bB64
+		case b >= 'A' && b <= 'Z':
+			k = bUpper | bWord | bLocal | bDom | bB64
+			if b <= 'F' {
+				k |= bHex
+			}
+		case b >= 'a' && b <= 'z':
+			k = bLower | bWord | bLocal | bDom | bB64
+			if b <= 'f' {
+				k |= bHex
+			}
+		case b == '_':
+			k = bWord | bLocal | bB64
+		case b == '-':
+			k = bLocal | bDom | bB64
+		case b == '.':
+			k = bLocal | bDom
+		case strings.IndexByte("!#$%&'*+/=?^`{|}~", b) >= 0:
+			k = bLocal
+		}
+		t[c] = k
+	}
+	return
+}()
+
+// Triggers of the main loop.
+const (
+	tNone = iota
+	tLetter
+	tDigit
+	tAt
+	tColon
+	tPhone // '+', '('
+	tDash
+)
+
+var trig = func() (t [256]uint8) {
+	for c := 'a'; c <= 'z'; c++ {
+		t[c] = tLetter
+	}
+	for c := 'A'; c <= 'Z'; c++ {
+		t[c] = tLetter
+	}
+	for c := '0'; c <= '9'; c++ {
+		t[c] = tDigit
+	}
+	t['@'] = tAt
+	t[':'] = tColon
+	t['+'] = tPhone
+	t['('] = tPhone
+	t['-'] = tDash
+	return
+}()
+
+// Bounds (in bytes of the view).
+const (
+	emailLocalMax = 64
+	emailMax      = 254
+	v6Max         = 45
+	keyMax        = 512
+	jwtMax        = 8192
+	pemMax        = 16 << 10
+	lookBehind    = 80 // what a decision may read before its candidate
+)
+
+type rawMatch struct {
+	s, e int
+	kind int
+}
+
+type det struct {
+	s   string
+	eot bool // a read hit the end of the text
+	// final: the text is whole (Find, Flush): a read past its end is the
+	// end, not a reason to wait.
+	final bool
+	want  [nKinds]bool
+	out   []rawMatch
+	// hold is the smallest start of an undetermined candidate (len(s)
+	// when none).
+	hold int
+}
+
+// at is s[j], or 0 (and eot) past the end.
+func (d *det) at(j int) byte {
+	if j < len(d.s) {
+		return d.s[j]
+	}
+	d.eot = true
+	return 0
+}
+
+func (d *det) cls(j int) uint8 { return bcls[d.at(j)] }
+
+func (d *det) prev(i int) byte {
+	if i > 0 {
+		return d.s[i-1]
+	}
+	return 0
+}
+
+// try runs f on a candidate at i: a match is recorded, an undetermined
+// candidate lowers hold.
+func (d *det) try(i, kind int, f func(int) int) int {
+	d.eot = false
+	e := f(i)
+	if d.eot && !d.final {
+		if i < d.hold {
+			d.hold = i
+		}
+		return -1
+	}
+	if e > i {
+		d.out = append(d.out, rawMatch{i, e, kind})
+	}
+	return e
+}
+
+func (d *det) hasPrefix(i int, p string) bool {
+	for k := 0; k < len(p); k++ {
+		if d.at(i+k) != p[k] {
+			return false
+		}
+	}
+	return true
+}
+
+// run returns the end of the run of bytes of class c from i (at most
+// max bytes; reading the byte after it).
+func (d *det) run(i int, c uint8, max int) int {
+	j := i
+	for j-i <= max && d.cls(j)&c != 0 {
+		j++
+	}
+	return j
+}
+
+func (d *det) scan() {
+	s := d.s
+	n := len(s)
+	d.hold = n
+	pii := d.want[kEmail] || d.want[kPhone] || d.want[kCard] || d.want[kIBAN] || d.want[kIPv4] || d.want[kIPv6]
+	v6done := 0
+	for i := 0; i < n; {
+		for i < n && trig[s[i]] == tNone {
+			i++
+		}
+		if i >= n {
+			break
+		}
+		switch trig[s[i]] {
+		case tLetter:
+			p := d.prev(i)
+			if bcls[p]&bWord == 0 {
+				d.letter(i, p)
+			}
+			for i < n && bcls[s[i]]&bWord != 0 {
+				i++
+			}
+			continue
+		case tDigit:
+			if pii && bcls[d.prev(i)]&bWord == 0 {
+				d.number(i)
+			}
+			for i < n && bcls[s[i]]&bDigit != 0 {
+				i++
+			}
+			continue
+		case tAt:
+			if d.want[kEmail] {
+				d.eot = false
+				k, e := d.email(i)
+				if d.eot && !d.final {
+					d.hold = min(d.hold, k)
+				} else if e > 0 {
+					d.out = append(d.out, rawMatch{k, e, kEmail})
+				}
+			}
+		case tColon:
+			if d.want[kIPv6] && i >= v6done {
+				v6done = d.ipv6(i)
+			}
+		case tPhone:
+			if p := d.prev(i); d.want[kPhone] && bcls[p]&bWord == 0 && !(p == ' ' && i >= 2 && bcls[s[i-2]]&bDigit != 0) {
+				d.try(i, kPhone, d.phone)
+			}
+		case tDash:
+			if d.want[kSecret] && bcls[d.prev(i)]&bB64 == 0 {
+				d.try(i, kSecret, d.pem)
+			}
+		}
+		i++
+	}
+	if !d.final {
+		d.trailing()
+	}
+}
+
+// trailing holds the end runs a trigger still to come could make part of
+// a match: an email's local part before its '@', an IPv6 address before
+// its first ':'.
+func (d *det) trailing() {
+	n := len(d.s)
+	if d.want[kEmail] {
+		k := n
+		for k > 0 && n-k < emailLocalMax && bcls[d.s[k-1]]&bLocal != 0 {
+			k--
+		}
+		if k < d.hold {
+			d.hold = k
+		}
+	}
+	if d.want[kIPv6] {
+		k := n
+		for k > 0 && n-k <= v6Max && (bcls[d.s[k-1]]&bHex != 0 || d.s[k-1] == ':' || d.s[k-1] == '.') {
+			k--
+		}
+		if n-k <= v6Max && k < d.hold {
+			d.hold = k
+		}
+	}
+}
+
+// letter: a word starting at i (p the byte before it): provider keys, JWTs,
+// IBANs.
+func (d *det) letter(i int, p byte) {
+	if d.want[kSecret] && bcls[p]&bB64 == 0 {
+		switch d.s[i] {
+		case 's', 'A', 'g', 'x', 'e':
+			d.try(i, kSecret, d.key)
+		}
+	}
+	if d.want[kIBAN] && bcls[d.s[i]]&bUpper != 0 {
+		d.try(i, kIBAN, d.iban)
+	}
+}
+
+// key matches a provider API key or a JWT at i, or returns -1.
+func (d *det) key(i int) int {
+	switch d.s[i] {
+	case 's': // sk-…, sk-proj-…, sk-ant-…: OpenAI and Anthropic
+		if !d.hasPrefix(i, "sk-") {
+			return -1
+		}
+		e := d.run(i+3, bB64, keyMax)
+		if e-i < 3+20 {
+			return -1
+		}
+		return min(e, i+keyMax)
+	case 'A':
+		if d.hasPrefix(i, "AKIA") { // AWS access key id
+			for j := i + 4; j < i+20; j++ {
+				if c := d.cls(j); c&(bUpper|bDigit) == 0 {
+					return -1
+				}
+			}
+			if d.cls(i+20)&bWord != 0 {
+				return -1
+			}
+			return i + 20
+		}
+		if d.hasPrefix(i, "AIza") { // Google API key
+			e := d.run(i+4, bB64, 36)
+			if e-i != 39 {
+				return -1
+			}
+			return e
+		}
+	case 'g': // GitHub tokens
+		if d.hasPrefix(i, "gh") {
+			switch d.at(i + 2) {
+			case 'p', 'o', 's', 'u':
+			default:
+				return -1
+			}
+			if d.at(i+3) != '_' {
+				return -1
+			}
+			e := d.run(i+4, bUpper|bLower|bDigit, keyMax)
+			if e-i < 4+36 || d.at(e) == '_' || d.at(e) == '-' {
+				return -1
+			}
+			return min(e, i+keyMax)
+		}
+	case 'x': // Slack tokens
+		if d.hasPrefix(i, "xox") {
+			switch d.at(i + 3) {
+			case 'b', 'p', 'a', 's':
+			default:
+				return -1
+			}
+			if d.at(i+4) != '-' {
+				return -1
+			}
+			e := d.run(i+5, bUpper|bLower|bDigit|bDash, keyMax)
+			if e-i < 5+10 {
+				return -1
+			}
+			return min(e, i+keyMax)
+		}
+	case 'e':
+		if d.hasPrefix(i, "eyJ") {
+			return d.jwt(i)
+		}
+	}
+	return -1
+}
+
+const bDash = bB64 // '-' has bB64 (with letters and digits: the Slack alphabet)
+
+// jwt matches header.payload.signature (base64url) whose header decodes to
+// a JSON object with "alg"; at most jwtMax bytes.
+func (d *det) jwt(i int) int {
+	a := d.run(i, bB64, jwtMax)
+	if d.at(a) != '.' {
+		return -1
+	}
+	b := d.run(a+1, bB64, jwtMax)
+	if b == a+1 || d.at(b) != '.' {
+		return -1
+	}
+	c := d.run(b+1, bB64, jwtMax)
+	if c-i > jwtMax {
+		return -1
+	}
+	if d.at(c) == '.' && d.cls(c+1)&bB64 != 0 {
+		return -1 // a fourth part: not a JWT
+	}
+	hdr, err := base64.RawURLEncoding.DecodeString(d.s[i:a])
+	if err != nil {
+		return -1
+	}
+	var h map[string]json.RawMessage
+	if json.Unmarshal(hdr, &h) != nil {
+		return -1
+	}
+	if _, ok := h["alg"]; !ok {
+		return -1
+	}
+	if c == b+1 {
+		return b + 1 // unsigned: header.payload.
+	}
+	return c
+}
+
+// pem matches a PEM private key block from its BEGIN line to its END line;
+// unterminated within pemMax bytes, to pemMax (or the end of the text).
+func (d *det) pem(i int) int {
+	const begin = "-----BEGIN "
+	if !d.hasPrefix(i, begin) {
+		return -1
+	}
+	j := i + len(begin)
+	k := j
+	for k-j <= 40 && (d.cls(k)&(bUpper|bDigit) != 0 || d.at(k) == ' ') {
+		k++
+	}
+	if !d.hasPrefix(k, "-----") || !strings.HasSuffix(d.s[j:k], "PRIVATE KEY") {
+		return -1
+	}
+	lim := i + pemMax
+	body := d.s[k+5 : min(len(d.s), lim)]
+	if x := strings.Index(body, "-----END "); x >= 0 {
+		e := k + 5 + x + len("-----END ")
+		m := e
+		for m < lim && m-e <= 40 && (d.cls(m)&(bUpper|bDigit) != 0 || d.at(m) == ' ') {
+			m++
+		}
+		if m+5 <= lim && d.hasPrefix(m, "-----") {
+			return m + 5
+		}
+		// an END line cut by the bound: the block runs to the bound
+	}
+	if lim > len(d.s) {
+		d.at(len(d.s)) // unterminated: more text may end it
+		return len(d.s)
+	}
+	return lim
+}
+
+// email matches local@domain around the '@' at at: the local part is the
+// run of its bytes before the '@' (its last 64 at most, leading dots
+// dropped); the domain two or more labels, the last one letters.
+func (d *det) email(at int) (int, int) {
+	k := at
+	for k > 0 && at-k < emailLocalMax && bcls[d.s[k-1]]&bLocal != 0 {
+		k--
+	}
+	for k < at && d.s[k] == '.' {
+		k++
+	}
+	if k == at {
+		return k, -1
+	}
+	j := at + 1
+	for j-at <= 255 && d.cls(j)&bDom != 0 {
+		j++
+	}
+	if j-at > 255 {
+		return k, -1
+	}
+	for j > at+1 && (d.s[j-1] == '.' || d.s[j-1] == '-') {
+		j--
+	}
+	dom := d.s[at+1 : j]
+	if len(dom) < 4 || j-k > emailMax {
+		return k, -1
+	}
+	labels := 0
+	for len(dom) > 0 {
+		l := dom
+		if x := strings.IndexByte(dom, '.'); x >= 0 {
+			l, dom = dom[:x], dom[x+1:]
+		} else {
+			dom = ""
+		}
+		if len(l) == 0 || len(l) > 63 || l[0] == '-' || l[len(l)-1] == '-' {
+			return k, -1
+		}
+		labels++
+		if dom == "" { // the top-level label: letters, two or more
+			if len(l) < 2 {
+				return k, -1
+			}
+			for x := 0; x < len(l); x++ {
+				if bcls[l[x]]&(bUpper|bLower) == 0 {
+					return k, -1
+				}
+			}
+		}
+	}
+	if labels < 2 {
+		return k, -1
+	}
+	return k, j
+}
+
+// number: a digit at i that begins a number (the byte before is no
+// letter, digit or '_'): cards, phones, IPv4.
+func (d *det) number(i int) {
+	p := d.prev(i)
+	inRun := (p == '.' || p == '-' || p == ' ') && i >= 2 && bcls[d.s[i-2]]&bDigit != 0
+	if inRun {
+		return // inside a longer number (1.2.3.4.5, 12 4111…)
+	}
+	if d.want[kCard] {
+		d.try(i, kCard, d.card)
+	}
+	if d.want[kPhone] && p != '+' && p != '(' {
+		d.try(i, kPhone, d.phone)
+	}
+	if d.want[kIPv4] && p != '.' {
+		d.try(i, kIPv4, d.ipv4)
+	}
+}
+
+// card matches 13 to 19 digits from i, in groups separated by single
+// spaces or dashes, Luhn-valid with an issuer's prefix, not followed by a
+// digit, letter or '_' (the longest such).
+func (d *det) card(i int) int {
+	var dg [19]byte
+	n := 0
+	best := -1
+	j := i
+	for {
+		for d.cls(j)&bDigit != 0 {
+			if n == 19 {
+				return best
+			}
+			dg[n] = d.s[j]
+			n++
+			j++
+		}
+		if n >= 13 && d.cls(j)&bWord == 0 && issuer(dg[:n]) && luhn(dg[:n]) {
+			best = j
+		}
+		if c := d.at(j); (c == ' ' || c == '-') && d.cls(j+1)&bDigit != 0 {
+			j++
+			continue
+		}
+		return best
+	}
+}
+
+// issuer reports a card issuer's prefix: Visa 4; Mastercard 51–55 and
+// 2221–2720; Amex 34, 37; Discover 6011, 65, 644–649; Diners 36, 38,
+// 300–305; JCB 3528–3589; UnionPay 62; Maestro 50, 56–69.
+func issuer(dg []byte) bool {
+	p4 := int(dg[0]-'0')*1000 + int(dg[1]-'0')*100 + int(dg[2]-'0')*10 + int(dg[3]-'0')
+	switch dg[0] {
+	case '4', '5', '6':
+		return true
+	case '2':
+		return p4 >= 2221 && p4 <= 2720
+	case '3':
+		p2, p3 := p4/100, p4/10
+		return p2 == 34 || p2 == 37 || p2 == 36 || p2 == 38 || (p3 >= 300 && p3 <= 305) || (p4 >= 3528 && p4 <= 3589)
+	}
+	return false
+}
+
+func luhn(dg []byte) bool {
+	sum := 0
+	dbl := false
+	for k := len(dg) - 1; k >= 0; k-- {
+		v := int(dg[k] - '0')
+		if dbl {
+			v *= 2
+			if v > 9 {
+				v -= 9
+			}
+		}
+		sum += v
+		dbl = !dbl
+	}
+	return sum%10 == 0
+}
+
+// phone matches a telephone number at i. What counts:
+//   - international: '+', a country code not starting with 0, 8 to 15
+//     digits in all, in groups separated by single spaces, dashes or dots,
+//     an optional (area) group: +44 20 7946 0958, +1 (555) 123-4567,
+//     +33612345678;
+//   - national, 9 to 12 digits in two or more groups with one kind of
+//     separator, and either a parenthesised area code ((555) 123-4567), or
+//     a leading trunk 0 (020 7946 0958, 06 12 34 56 78, 030-1234567), or
+//     the North American 3-3-4 (555-123-4567, 555.123.4567, 555 123 4567).
+//
+// Never a plain number without separators (12345678901), a date
+// (2024-01-15), a version (1.2.3) or an IPv4 address: too few digits, or
+// not one of these shapes. The byte after it is no letter, digit or '_'.
+func (d *det) phone(i int) int {
+	j := i
+	plus := d.at(j) == '+'
+	if plus {
+		j++
+		if c := d.at(j); c < '1' || c > '9' {
+			if c != '(' {
+				return -1
+			}
+		}
+	}
+	var lens [16]int
+	groups, digits := 0, 0
+	paren := false
+	var sep byte
+	mixed := false
+	parenGroup := func() bool {
+		k := j + 1
+		for d.cls(k)&bDigit != 0 && k-j <= 5 {
+			k++
+		}
+		if k == j+1 || k-j > 5 || d.at(k) != ')' {
+			return false
+		}
+		paren = true
+		if groups < len(lens) {
+			lens[groups] = k - j - 1
+		}
+		groups++
+		digits += k - j - 1
+		j = k + 1
+		if c := d.at(j); (c == ' ' || c == '-') && d.cls(j+1)&bDigit != 0 {
+			j++
+		} else if d.cls(j)&bDigit == 0 {
+			return false
+		}
+		return true
+	}
+	if d.at(j) == '(' && !parenGroup() {
+		return -1
+	}
+	for {
+		k := j
+		for d.cls(k)&bDigit != 0 {
+			k++
+			if digits+k-j > 15 {
+				return -1
+			}
+		}
+		if k == j {
+			return -1
+		}
+		if groups < len(lens) {
+			lens[groups] = k - j
+		}
+		groups++
+		digits += k - j
+		j = k
+		if c := d.at(j); plus && !paren && groups == 1 && c == ' ' && d.at(j+1) == '(' {
+			j++
+			if !parenGroup() {
+				return -1
+			}
+			continue
+		}
+		if c := d.at(j); (c == ' ' || c == '-' || c == '.') && d.cls(j+1)&bDigit != 0 {
+			if sep == 0 {
+				sep = c
+			} else if c != sep {
+				mixed = true
+			}
+			j++
+			continue
+		}
+		break
+	}
+	if d.cls(j)&bWord != 0 || groups > len(lens) {
+		return -1
+	}
+	if plus {
+		if digits < 8 {
+			return -1
+		}
+		return j
+	}
+	if digits < 9 || digits > 12 || groups < 2 || mixed {
+		return -1
+	}
+	switch {
+	case paren && sep != '.':
+	case d.s[i] == '0' && sep != '.':
+	case groups == 3 && lens[0] == 3 && lens[1] == 3 && lens[2] == 4:
+	default:
+		return -1
+	}
+	return j
+}
+
+// ipv4 matches a dotted quad at i (octets 0–255, no leading zeros), not
+// part of a longer dotted number.
+func (d *det) ipv4(i int) int {
+	j := i
+	for part := 0; part < 4; part++ {
+		if part > 0 {
+			if d.at(j) != '.' {
+				return -1
+			}
+			j++
+		}
+		k := j
+		v := 0
+		for d.cls(k)&bDigit != 0 {
+			v = v*10 + int(d.s[k]-'0')
+			k++
+			if k-j > 3 {
+				return -1
+			}
+		}
+		if k == j || v > 255 || (k-j > 1 && d.s[j] == '0') {
+			return -1
+		}
+		j = k
+	}
+	if d.cls(j)&bWord != 0 || (d.at(j) == '.' && d.cls(j+1)&bDigit != 0) {
+		return -1
+	}
+	return j
+}
+
+// ipv6 examines the run of hex digits, ':' and '.' around the ':' at i
+// (net/netip validates it: full, compressed, with an embedded IPv4) and
+// returns the end of the run.
+func (d *det) ipv6(i int) int {
+	isV6 := func(c byte) bool { return bcls[c]&bHex != 0 || c == ':' || c == '.' }
+	k := i
+	for k > 0 && i-k <= v6Max && isV6(d.s[k-1]) {
+		k--
+	}
+	d.eot = false
+	e := i
+	for e-k <= v6Max && isV6(d.at(e)) {
+		e++
+	}
+	after := d.cls(e)
+	if d.eot && !d.final {
+		if k < d.hold {
+			d.hold = k
+		}
+		return e
+	}
+	if e-k > v6Max || (k > 0 && (isV6(d.s[k-1]) || bcls[d.s[k-1]]&bWord != 0)) || after&bWord != 0 {
+		return e
+	}
+	end := e
+	for end > k && d.s[end-1] == '.' {
+		end--
+	}
+	a := d.s[k:end]
+	if strings.Count(a, ":") < 2 {
+		return e
+	}
+	if ip, err := netip.ParseAddr(a); err == nil && ip.Is6() {
+		d.out = append(d.out, rawMatch{k, end, kIPv6})
+	}
+	return e
+}
+
+// iban matches an IBAN at i: a country code, two check digits and the
+// country's length of upper-case letters and digits, single spaces allowed
+// between them, mod-97 valid.
+func (d *det) iban(i int) int {
+	if d.cls(i+1)&bUpper == 0 || d.cls(i+2)&bDigit == 0 || d.cls(i+3)&bDigit == 0 {
+		return -1
+	}
+	l := ibanLen[d.s[i:i+2]]
+	if l == 0 {
+		return -1
+	}
+	var buf [34]byte
+	n := 0
+	j := i
+	for n < l {
+		c := d.at(j)
+		if bcls[c]&(bUpper|bDigit) != 0 {
+			buf[n] = c
+			n++
+			j++
+			continue
+		}
+		if c == ' ' && n >= 4 && d.cls(j+1)&(bUpper|bDigit) != 0 {
+			j++
+			continue
+		}
+		return -1
+	}
+	if d.cls(j)&bWord != 0 {
+		return -1
+	}
+	// mod-97 of the BBAN followed by the country code and check digits,
+	// letters as 10–35.
+	r := 0
+	for k := 0; k < l; k++ {
+		c := buf[(k+4)%l]
+		if c >= 'A' {
+			v := int(c-'A') + 10
+			r = (r*100 + v) % 97
+		} else {
+			r = (r*10 + int(c-'0')) % 97
+		}
+	}
+	if r != 1 {
+		return -1
+	}
+	return j
+}
+
+// ibanLen is each IBAN country's length (SWIFT's registry).
+var ibanLen = map[string]int{
+	"AD": 24, "AE": 23, "AL": 28, "AT": 20, "AZ": 28, "BA": 20, "BE": 16, "BG": 22, "BH": 22, "BI": 27,
+	"BR": 29, "BY": 28, "CH": 21, "CR": 22, "CY": 28, "CZ": 24, "DE": 22, "DJ": 27, "DK": 18, "DO": 28,
+	"EE": 20, "EG": 29, "ES": 24, "FI": 18, "FK": 18, "FO": 18, "FR": 27, "GB": 22, "GE": 22, "GI": 23,
+	"GL": 18, "GR": 27, "GT": 28, "HR": 21, "HU": 28, "IE": 22, "IL": 23, "IQ": 23, "IS": 26, "IT": 27,
+	"JO": 30, "KW": 30, "KZ": 20, "LB": 28, "LC": 32, "LI": 21, "LT": 20, "LU": 20, "LV": 21, "LY": 25,
+	"MC": 27, "MD": 24, "ME": 22, "MK": 19, "MN": 20, "MR": 27, "MT": 31, "MU": 30, "NI": 28, "NL": 18,
+	"NO": 15, "OM": 23, "PK": 24, "PL": 28, "PS": 29, "PT": 25, "QA": 29, "RO": 24, "RS": 22, "RU": 33,
+	"SA": 24, "SC": 31, "SD": 18, "SE": 24, "SI": 19, "SK": 24, "SM": 27, "SO": 23, "ST": 25, "SV": 28,
+	"TL": 23, "TN": 24, "TR": 26, "UA": 29, "VA": 22, "VG": 24, "XK": 20, "YE": 30,
+}

@@ -1,0 +1,222 @@
+package guardrail
+
+import (
+	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
+)
+
+// Holder applies a Scanner to one channel of a streamed text. It holds back
+// every byte a rule could still match when more text arrives, and releases
+// only text no rule can still change: a match split across pushes is found
+// whole, and redacted whole, before any of it is released. Concatenating
+// every release of a stream, Flush's included, gives exactly
+// Redacted(whole, s.Find(whole, nil)), wherever the stream was split. Not
+// safe for concurrent use: one per channel of one call.
+//
+// What is held: after each push the holder rescans its window (the
+// unreleased text and 80 characters of released context) and holds from
+// the earliest place a match could still start or still change: the start
+// of any candidate whose decision reads past the end of the text so far
+// (a card number whose next group may follow, "sk-" whose key goes on, an
+// open "-----BEGIN … PRIVATE KEY-----" block up to its END line or 16 KiB),
+// the trailing run of an email's local part (≤ 64 characters) or of an
+// IPv6 address (≤ 45), the longest suffix that begins an injection phrase
+// or a banned word, a regex rule's resume point (its longest match, from
+// regexp/syntax, plus one character: a regex whose matches are unbounded,
+// such as `a+`, holds everything until Flush), and always the last
+// normalisation segment (a combining mark may still attach to it) and any
+// incomplete UTF-8 sequence. Lengths are of the normalised text:
+// ignorable characters do not count, so a card padded with zero-width
+// joiners is still held whole. In plain prose this is the last word or
+// so; the cost of a push is linear in the window.
+type Holder struct {
+	s      *Scanner
+	buf    string // the stream from base
+	base   int    // stream offset of buf[0]
+	rel    int    // stream bytes released so far
+	rxFrom []int  // each regex rule's resume offset (stream)
+	denied []Match
+	ms     []Match
+}
+
+// NewHolder returns a Holder over s for one channel. A nil s (or one
+// without rules) makes a Holder that releases every chunk as it comes.
+func (s *Scanner) NewHolder() *Holder {
+	h := &Holder{s: s}
+	if s != nil {
+		h.rxFrom = make([]int, len(s.eng.rx))
+	}
+	return h
+}
+
+// Push adds chunk to the channel. release is the text that may now go to
+// the client, redacted; found are the matches in it, and any match with a
+// Deny action found so far in the held text too (a denial is reported as
+// soon as it is seen, and no byte of it is in that push's release; the
+// caller then ends the stream and releases nothing more). Offsets are of
+// the whole stream. found is valid until the next call.
+func (h *Holder) Push(chunk string) (release string, found []Match) {
+	if h.s == nil || len(h.s.rules) == 0 {
+		return chunk, nil
+	}
+	h.buf += chunk
+	cut := lastSegment(h.buf)
+	return h.step(cut, false)
+}
+
+// Flush ends the channel: release is every byte still held, redacted, and
+// found its matches (Deny ones not reported before included).
+func (h *Holder) Flush() (release string, found []Match) {
+	if h.s == nil || len(h.s.rules) == 0 {
+		return "", nil
+	}
+	return h.step(len(h.buf), true)
+}
+
+func (h *Holder) step(cut int, final bool) (string, []Match) {
+	relIdx := h.rel - h.base
+	ctx := contextStart(h.buf, relIdx)
+	off := h.base + ctx
+	win := h.buf[ctx:cut]
+	rx := h.rxFrom
+	for k := range rx {
+		rx[k] -= off
+	}
+	ms, hold := h.s.scan(win, final, h.ms[:0], rx)
+	for k := range rx {
+		rx[k] += off
+	}
+	hold += off
+	p := hold
+	if final {
+		p = h.base + len(h.buf)
+	}
+	// the determined matches not released yet, in stream offsets
+	k := 0
+	for _, m := range ms {
+		m.Start += off
+		m.End += off
+		if m.Start < h.rel || (!final && m.Start >= hold) {
+			continue
+		}
+		ms[k] = m
+		k++
+	}
+	ms = ms[:k]
+	sortMatches(ms)
+	// never release part of a match
+	for i := len(ms) - 1; i >= 0; i-- {
+		if m := ms[i]; m.Start < p && m.End > p {
+			p = m.Start
+		}
+	}
+	var found []Match
+	// denials: reported once, before any byte of them is released
+	for _, m := range ms {
+		if m.Rule.Action != Deny || m.Rule.Shadow || h.isDenied(m) {
+			continue
+		}
+		h.denied = append(h.denied, m)
+		found = append(found, m)
+		if !final && m.Start < p {
+			p = m.Start
+		}
+	}
+	p = max(p, h.rel)
+	// release [rel, p)
+	var in []Match
+	for _, m := range ms {
+		if m.End <= p {
+			in = append(in, m)
+			if !(m.Rule.Action == Deny && !m.Rule.Shadow) {
+				found = append(found, m)
+			}
+		}
+	}
+	text := h.buf[relIdx : p-h.base]
+	for i := range in {
+		in[i].Start -= h.rel
+		in[i].End -= h.rel
+	}
+	out := Redacted(text, in)
+	h.rel = p
+	// a regex rule resumes where its scan is known to be: no later than
+	// what was released (its determined matches past it are found again)
+	for k := range h.rxFrom {
+		h.rxFrom[k] = min(h.rxFrom[k], p)
+	}
+	// keep from the context start: the next context starts no earlier
+	h.buf = h.buf[ctx:]
+	h.base = off
+	k = 0
+	for _, d := range h.denied {
+		if d.End > h.rel {
+			h.denied[k] = d
+			k++
+		}
+	}
+	h.denied = h.denied[:k]
+	h.ms = ms[:0]
+	return out, found
+}
+
+func (h *Holder) isDenied(m Match) bool {
+	for _, d := range h.denied {
+		if d.Start == m.Start && d.End == m.End && d.Rule == m.Rule {
+			return true
+		}
+	}
+	return false
+}
+
+// boundaryBefore reports whether a normalisation segment can begin at s[0]
+// whatever precedes it (NFKC and NFKD).
+func boundaryBefore(s string) bool {
+	if s[0] < utf8.RuneSelf {
+		return true
+	}
+	return norm.NFKC.PropertiesString(s).BoundaryBefore() && norm.NFKD.PropertiesString(s).BoundaryBefore()
+}
+
+// contextStart is where a window must start for decisions at rel to see
+// what they may look back at: lookBehind characters that count (not
+// ignorable, not marks), then back to a segment boundary.
+func contextStart(buf string, rel int) int {
+	i, cnt := rel, 0
+	for i > 0 && cnt < lookBehind {
+		r, w := utf8.DecodeLastRuneInString(buf[:i])
+		i -= w
+		if !ignorable(r) && !isMark(r) {
+			cnt++
+		}
+	}
+	for i > 0 && !boundaryBefore(buf[i:]) {
+		_, w := utf8.DecodeLastRuneInString(buf[:i])
+		i -= w
+	}
+	return i
+}
+
+// lastSegment is the start of buf's last normalisation segment (which
+// more text could still change), or of its incomplete last rune.
+func lastSegment(buf string) int {
+	n := len(buf)
+	for k := 1; k <= 3 && k <= n; k++ {
+		if utf8.RuneStart(buf[n-k]) {
+			if !utf8.FullRuneInString(buf[n-k:]) {
+				n -= k
+			}
+			break
+		}
+	}
+	i := n
+	for i > 0 {
+		_, w := utf8.DecodeLastRuneInString(buf[:i])
+		i -= w
+		if boundaryBefore(buf[i:]) {
+			break
+		}
+	}
+	return i
+}

@@ -1,0 +1,291 @@
+package guardrail
+
+import (
+	"sort"
+	"unicode"
+	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
+)
+
+// A view is a normalised form of a text with the map back to it. Rules
+// match on views; their spans are mapped back to the original bytes.
+//
+// runs maps view bytes to original bytes: run i covers the view bytes
+// [runs[i].v, runs[i+1].v). A positional run maps byte for byte (an ASCII
+// run, a segment NFKC leaves alone, ASCII lowered); another run is one
+// normalisation segment, and each of its view bytes maps to the whole
+// segment [o, o+n). runs == nil: the view is the original text itself.
+type view struct {
+	s    string
+	runs []vrun
+	olen int
+}
+
+type vrun struct {
+	v, o, n int32
+	pos     bool
+}
+
+// origStart is the original offset of view byte i's segment (len of the
+// original for i == len(view)).
+func (w *view) origStart(i int) int {
+	if w.runs == nil {
+		return i
+	}
+	if i >= len(w.s) {
+		return w.olen
+	}
+	r := w.runs[w.find(i)]
+	if r.pos {
+		return int(r.o) + i - int(r.v)
+	}
+	return int(r.o)
+}
+
+// origEnd is the original offset just past view byte i-1's segment.
+func (w *view) origEnd(i int) int {
+	if w.runs == nil || i == 0 {
+		return i
+	}
+	r := w.runs[w.find(i-1)]
+	if r.pos {
+		return int(r.o) + i - int(r.v)
+	}
+	return int(r.o + r.n)
+}
+
+func (w *view) find(i int) int {
+	k := sort.Search(len(w.runs), func(k int) bool { return int(w.runs[k].v) > i })
+	return k - 1
+}
+
+// span maps the view span [s, e) to the original text.
+func (w *view) span(s, e int) (int, int) {
+	return w.origStart(s), w.origEnd(e)
+}
+
+// isASCII reports whether s is pure ASCII (the fast path: its NFKC view is
+// itself).
+func isASCII(s string) bool {
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		x := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+			uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+		if x&0x8080808080808080 != 0 {
+			return false
+		}
+	}
+	for ; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
+// ignorable reports the characters removed before matching: format
+// characters (Cf: zero-width space, joiner and non-joiner, BOM, soft
+// hyphen, bidi controls, tags) and the other Default_Ignorable_Code_Points
+// (combining grapheme joiner, Hangul fillers, variation selectors).
+func ignorable(r rune) bool {
+	if r < 0xAD {
+		return false
+	}
+	switch {
+	case r == 0x34F, r == 0x115F, r == 0x1160, r == 0x17B4, r == 0x17B5,
+		r >= 0x180B && r <= 0x180F, r == 0x3164, r >= 0xFE00 && r <= 0xFE0F,
+		r == 0xFFA0, r >= 0xE0000 && r <= 0xE0FFF:
+		return true
+	}
+	return unicode.Is(unicode.Cf, r)
+}
+
+// isMark is a combining mark dropped by the folded view.
+func isMark(r rune) bool { return unicode.In(r, unicode.Mn, unicode.Me) }
+
+// builder accumulates a view.
+type builder struct {
+	b    []byte
+	runs []vrun
+	// folded view state: the last byte written was a collapsed space.
+	fold, space bool
+}
+
+func (b *builder) addPos(o int, seg string) {
+	v := int32(len(b.b))
+	if k := len(b.runs) - 1; k >= 0 {
+		r := &b.runs[k]
+		if r.pos && r.v+r.n == v && r.o+r.n == int32(o) {
+			r.n += int32(len(seg))
+			b.b = append(b.b, seg...)
+			return
+		}
+	}
+	b.runs = append(b.runs, vrun{v: v, o: int32(o), n: int32(len(seg)), pos: true})
+	b.b = append(b.b, seg...)
+}
+
+func (b *builder) addSeg(o, n int, out []byte) {
+	if len(out) == 0 {
+		return
+	}
+	b.runs = append(b.runs, vrun{v: int32(len(b.b)), o: int32(o), n: int32(n)})
+	b.b = append(b.b, out...)
+}
+
+// asciiFold is the folded form of an ASCII byte: lower case, every
+// whitespace byte a space.
+var asciiFold = func() (t [128]byte) {
+	for i := range t {
+		c := byte(i)
+		switch {
+		case c >= 'A' && c <= 'Z':
+			c += 'a' - 'A'
+		case c == '\t', c == '\n', c == '\v', c == '\f', c == '\r':
+			c = ' '
+		}
+		t[i] = c
+	}
+	return
+}()
+
+// asciiRun adds the ASCII text t (at original offset o).
+func (b *builder) asciiRun(o int, t string) {
+	if !b.fold {
+		b.addPos(o, t)
+		return
+	}
+	start := len(b.b)
+	runStart := 0
+	for i := 0; i < len(t); i++ {
+		c := asciiFold[t[i]]
+		if c == ' ' {
+			if b.space {
+				// collapsed: close the positional run before it
+				if i > runStart {
+					b.posBytes(o+runStart, b.b[start:])
+				}
+				start = len(b.b)
+				runStart = i + 1
+				continue
+			}
+			b.space = true
+		} else {
+			b.space = false
+		}
+		b.b = append(b.b, c)
+	}
+	if len(t) > runStart {
+		b.posBytes(o+runStart, b.b[start:])
+	}
+}
+
+// posBytes records the run of the already written bytes w (at the end of
+// b.b), positional from original offset o.
+func (b *builder) posBytes(o int, w []byte) {
+	if len(w) == 0 {
+		return
+	}
+	v := int32(len(b.b) - len(w))
+	if k := len(b.runs) - 1; k >= 0 {
+		r := &b.runs[k]
+		if r.pos && r.v+r.n == v && r.o+r.n == int32(o) {
+			r.n += int32(len(w))
+			return
+		}
+	}
+	b.runs = append(b.runs, vrun{v: v, o: int32(o), n: int32(len(w)), pos: true})
+}
+
+// segment adds one normalisation segment seg (the normalised output of
+// original bytes [o, o+n)).
+func (b *builder) segment(o int, src string, seg []byte) {
+	var out [64]byte
+	w := out[:0]
+	for i := 0; i < len(seg); {
+		r, sz := utf8.DecodeRune(seg[i:])
+		i += sz
+		if ignorable(r) {
+			continue
+		}
+		if b.fold {
+			if isMark(r) {
+				continue
+			}
+			if unicode.IsSpace(r) {
+				if b.space {
+					continue
+				}
+				b.space = true
+				w = append(w, ' ')
+				continue
+			}
+			b.space = false
+			r = unicode.ToLower(r)
+		}
+		w = utf8.AppendRune(w, r)
+	}
+	if string(w) == src {
+		b.addPos(o, src)
+		return
+	}
+	b.addSeg(o, len(src), w)
+}
+
+// nfkcView is the view pii, secrets and regex rules match on: NFKC,
+// ignorables removed.
+func nfkcView(text string) view {
+	if isASCII(text) {
+		return view{s: text, olen: len(text)}
+	}
+	return build(text, false)
+}
+
+// foldedView is the view injection and banned rules match on: NFKD,
+// ignorables and combining marks removed, lower case, whitespace runs
+// collapsed to one space.
+func foldedView(text string) view {
+	return build(text, true)
+}
+
+func build(text string, fold bool) view {
+	b := builder{fold: fold, b: make([]byte, 0, len(text)+len(text)/8)}
+	form := norm.NFKC
+	if fold {
+		form = norm.NFKD
+	}
+	var it norm.Iter
+	for i := 0; i < len(text); {
+		// ASCII run [i, j); its last byte may combine with what follows.
+		j := i
+		for j < len(text) && text[j] < 0x80 {
+			j++
+		}
+		if j == len(text) {
+			b.asciiRun(i, text[i:j])
+			break
+		}
+		if j > i+1 {
+			b.asciiRun(i, text[i:j-1])
+			i = j - 1
+		}
+		// non-ASCII stretch up to the next ASCII byte after it, which
+		// always begins a segment.
+		k := j
+		for k < len(text) && text[k] >= 0x80 {
+			k++
+		}
+		part := text[i:k]
+		it.InitString(form, part)
+		prev := 0
+		for !it.Done() {
+			seg := it.Next()
+			p := it.Pos()
+			b.segment(i+prev, part[prev:p], seg)
+			prev = p
+		}
+		i = k
+	}
+	return view{s: string(b.b), runs: b.runs, olen: len(text)}
+}
