@@ -47,8 +47,26 @@ func servedModel(cfg *config.Config, routes *routing.Table, aliases *alias.Table
 		}
 		listed[name] = m
 	}
+	// everywhere holds the models every backend with a models list lists:
+	// whichever backend is first, such a model is served as itself, so the
+	// common call needs no plan here.
+	everywhere := map[string]bool{}
+	first := true
+	for _, m := range listed {
+		for id := range m {
+			if first || everywhere[id] {
+				everywhere[id] = true
+			}
+		}
+		for id := range everywhere {
+			if !m[id] {
+				delete(everywhere, id)
+			}
+		}
+		first = false
+	}
 	return func(st *call.State, model string) string {
-		if aliases != nil && aliases.Has(model) {
+		if everywhere[model] || len(listed) == 0 || (aliases != nil && aliases.Has(model)) {
 			return model
 		}
 		capability := st.Capability
@@ -59,11 +77,11 @@ func servedModel(cfg *config.Config, routes *routing.Table, aliases *alias.Table
 		if err != nil || len(p.Backends) == 0 {
 			return model
 		}
-		first := p.Backends[0]
-		if m, ok := listed[first]; !ok || m[model] {
+		b := p.Backends[0]
+		if m, ok := listed[b]; !ok || m[model] {
 			return model
 		}
-		if d := cfg.AI.Backends[first].DefaultModel; d != "" {
+		if d := cfg.AI.Backends[b].DefaultModel; d != "" {
 			return d
 		}
 		return model
