@@ -36,7 +36,7 @@ func BenchmarkGovernance(b *testing.B) {
 		}
 		ps = append(ps, p)
 	}
-	in := governance.UnaryServerInterceptor(governance.Config{Policies: policy.Compile(ps)})
+	in := governance.UnaryServerInterceptor(governance.Config{Policies: policy.MustCompile(ps)})
 	info := &grpc.UnaryServerInfo{FullMethod: flexwayv1.ChatService_CreateChatCompletion_FullMethodName}
 	req := &flexwayv1.CreateChatCompletionRequest{Model: "m-small"}
 	st := &call.State{Listener: "http", Operation: config.OperationChatCompletions, Tenant: "t42", Agent: "a1"}

@@ -17,7 +17,7 @@ import (
 )
 
 func table() *policy.Table {
-	return policy.Compile([]config.Policy{
+	return policy.MustCompile([]config.Policy{
 		{Name: "everyone", Governance: &config.Governance{Models: []string{"*"}}},
 		{Name: "acme-governed", Match: config.PolicyMatch{Tenant: "acme"},
 			Governance: &config.Governance{Models: []string{"fast", "small-1"}, Mode: config.GovernanceEnforce}},

@@ -28,7 +28,7 @@ func i64(v int64) *int64 { return &v }
 
 func TestPoliciesViewBudgetsAndRules(t *testing.T) {
 	eur := 1.5
-	tab := policy.Compile([]config.Policy{
+	tab := policy.MustCompile([]config.Policy{
 		{Name: "none", Match: config.PolicyMatch{Tenant: "acme"}, Governance: &config.Governance{Models: []string{}, Mode: config.GovernanceShadow}},
 		{Name: "capped", Match: config.PolicyMatch{Tenant: "acme", Agent: "bot"}, Budget: &config.PolicyBudget{
 			Caps: config.Caps{TokensPerMinute: i64(20000), RequestsPerMinute: i64(60), TokensPerMonth: i64(9), EURPerMonth: &eur},

@@ -485,15 +485,15 @@ func TestCompatAIPolicies(t *testing.T) {
 	})
 }
 
-// TestReferencePoliciesNotEnforced: the reference's ai.policies as written,
-// with guardrails, prompt_logging and cache, is refused with one error per
-// section, at its line, saying this build does not enforce it yet, and
-// nothing else.
+// TestReferencePoliciesNotEnforced: the reference's ai.policies as written
+// loads but for its cache section (issue 18), refused with one error at its
+// line saying this build does not enforce it yet; the only other problem is
+// the warning that support-logging collects prompts.
 func TestReferencePoliciesNotEnforced(t *testing.T) {
 	file := filepath.Join("testdata", "broken", "reference_policies.yaml")
 	cfg, warnings, err := config.Load(file)
-	if cfg != nil || len(warnings) != 0 {
-		t.Errorf("Load = %v, warnings %v; want no config, no warning", cfg, warnings)
+	if cfg != nil || len(warnings) != 1 || warnings[0].Path != "ai.policies[2].prompt_logging" {
+		t.Errorf("Load = %v, warnings %v; want no config, the prompt_logging warning", cfg, warnings)
 	}
 	var errs config.Problems
 	if !errors.As(err, &errs) {
@@ -511,6 +511,6 @@ func TestReferencePoliciesNotEnforced(t *testing.T) {
 		got = append(got, found{p.Path, p.Line})
 	}
 	runChecks(t, []check{{"errors", got, []found{
-		{"ai.policies[1].guardrails", 72}, {"ai.policies[2].prompt_logging", 86}, {"ai.policies[3].cache", 92},
+		{"ai.policies[3].cache", 92},
 	}}})
 }

@@ -97,6 +97,7 @@ func (b *Backend) setDefaults() {
 // on the kind cannot be set before decoding, so this is how an explicit
 // zero (api_version: "", max_output_tokens: 0) stays visible to validation.
 func (c *Config) deriveDefaults(written func(path string) bool) {
+	c.AI.deriveGuardrailDefaults()
 	switch s := &c.AI.Budget.Store; s.Type {
 	case StoreEmbedded:
 		setZero(&s.Path, defaultStorePath)
@@ -171,4 +172,7 @@ func (c *Config) resolvePaths(dir string) {
 		abs(&c.Audit.Path)
 	}
 	c.Audit.HashKey.resolvePath(dir)
+	for i := range c.AI.Policies {
+		c.AI.Policies[i].resolvePaths(abs)
+	}
 }

@@ -1,11 +1,12 @@
 package config
 
+import "slices"
+
 // Policy is one entry of ai.policies: rules for the calls its Match
 // selects. Every matching policy applies (deny anywhere wins); their levels
 // ([PolicyMatch.Level]) order them, most specific first, in the admin view
-// and in refusals. Guardrails, prompt logging and the cache are later
-// sections (issues 17 and 18): a policy that sets one is refused at load
-// rather than loaded and silently not enforced.
+// and in refusals. The cache is a later section (issue 18): a policy that
+// sets it is refused at load rather than loaded and silently not enforced.
 type Policy struct {
 	// Name names the policy in refusals, the audit's would_deny, metrics
 	// and the admin view; required and unique.
@@ -19,6 +20,12 @@ type Policy struct {
 	// Budget, when set, adds caps every matching call is held to, besides
 	// its tenant's and agent's own.
 	Budget *PolicyBudget `yaml:"budget"`
+	// Guardrails, when set, checks the prompt before the call and the
+	// answer on its way back (stages 5 and 13 of the AI pipeline).
+	Guardrails *Guardrails `yaml:"guardrails"`
+	// PromptLogging, when set and enabled, writes what went upstream and
+	// what went back of each call to the policy's own file (stage 15).
+	PromptLogging *PromptLogging `yaml:"prompt_logging"`
 }
 
 // PolicyMatch selects calls (ai.policies[].match). An empty field matches
@@ -174,14 +181,10 @@ func (p PolicyPer) Valid() bool { return p == PerTenant || p == PerAgent || p ==
 const MaxPolicyNameBytes = 64
 
 // laterSection names the sections of a policy that later releases enforce
-// (guardrails, prompt_logging, cache): [Load] refuses a policy that sets
+// (cache): [Load] refuses a policy that sets
 // one rather than load it and not apply it.
 func (Policy) laterSection(key string) (string, bool) {
 	switch key {
-	case "guardrails":
-		return "guardrails", true
-	case "prompt_logging":
-		return "prompt_logging", true
 	case "cache":
 		return "cache", true
 	}
@@ -209,5 +212,64 @@ func (ai *AI) applyPolicyDefaults() {
 			b.setDefaults()
 			p.Budget = &b
 		}
+	}
+}
+
+// deriveGuardrailDefaults sets the defaults of guardrail rules that
+// depend on their type ([GuardrailRule.setDefaults]), on copies of the
+// sections.
+func (ai *AI) deriveGuardrailDefaults() {
+	for i := range ai.Policies {
+		p := &ai.Policies[i]
+		if p.Guardrails == nil {
+			continue
+		}
+		g := Guardrails{
+			Prompt:   slices.Clone(p.Guardrails.Prompt),
+			Response: slices.Clone(p.Guardrails.Response),
+		}
+		for _, rs := range [][]GuardrailRule{g.Prompt, g.Response} {
+			for i := range rs {
+				rs[i].setDefaults()
+			}
+		}
+		p.Guardrails = &g
+	}
+}
+
+// setDefaults sets a json_schema or webhook rule's action deny, and a
+// webhook's timeout 1s and on_error deny.
+func (r *GuardrailRule) setDefaults() {
+	switch r.Type {
+	case GuardrailJSONSchema:
+		setZero(&r.Action, GuardrailDeny)
+	case GuardrailWebhook:
+		setZero(&r.Action, GuardrailDeny)
+		setZero(&r.Timeout, DefaultWebhookTimeout)
+		setZero(&r.OnError, GuardrailDeny)
+	}
+}
+
+// resolvePaths makes the prompt log's path and schema files absolute
+// with abs (relative to the configuration file's directory), on copies of
+// the sections.
+func (p *Policy) resolvePaths(abs func(*string)) {
+	if l := p.PromptLogging; l != nil {
+		c := *l
+		abs(&c.Path)
+		p.PromptLogging = &c
+	}
+	if g := p.Guardrails; g != nil {
+		c := Guardrails{Prompt: slices.Clone(g.Prompt), Response: slices.Clone(g.Response)}
+		for _, rs := range [][]GuardrailRule{c.Prompt, c.Response} {
+			for i := range rs {
+				if s := rs[i].Schema; s != nil && s.File != "" {
+					sc := *s
+					abs(&sc.File)
+					rs[i].Schema = &sc
+				}
+			}
+		}
+		p.Guardrails = &c
 	}
 }

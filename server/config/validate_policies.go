@@ -62,14 +62,20 @@ func (ai AI) validatePolicies(col *collector, id Identity) {
 			names[p.Name] = i
 		}
 		ai.checkPolicyMatch(col, path+".match", p.Match, tenants, agents)
-		if p.Governance == nil && p.Budget == nil {
-			col.warnf(path, "sets neither governance nor budget: it changes no call")
+		if p.Governance == nil && p.Budget == nil && p.Guardrails == nil && p.PromptLogging == nil {
+			col.warnf(path, "sets neither governance, budget, guardrails nor prompt_logging: it changes no call")
 		}
 		if g := p.Governance; g != nil {
 			ai.checkGovernance(col, path+".governance", *g, models)
 		}
 		if b := p.Budget; b != nil {
 			checkPolicyBudget(col, path+".budget", *b)
+		}
+		if g := p.Guardrails; g != nil {
+			checkGuardrails(col, path+".guardrails", *g)
+		}
+		if l := p.PromptLogging; l != nil {
+			checkPromptLogging(col, path+".prompt_logging", p.Name, *l)
 		}
 	}
 }

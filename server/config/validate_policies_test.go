@@ -231,20 +231,6 @@ func TestLoadPolicyErrors(t *testing.T) {
 		{"cap not an integer", `    - name: p
       budget: {tokens_per_minute: 1.5}
 `, "ai.policies[0].budget.tokens_per_minute", `31: ai.policies[0].budget.tokens_per_minute: expected an integer, got "1.5"`},
-		{"guardrails", `    - name: p
-      governance: {models: [fast]}
-      guardrails:
-        prompt:
-          - {type: secrets, action: deny}
-`, "ai.policies[0].guardrails", "32: ai.policies[0].guardrails: this build does not enforce a policy's guardrails yet (a later version will): remove the section, it would not be applied"},
-		{"prompt_logging", `    - name: p
-      budget: {requests_per_minute: 5}
-      prompt_logging: {enabled: true}
-`, "ai.policies[0].prompt_logging", "32: ai.policies[0].prompt_logging: this build does not enforce a policy's prompt_logging yet (a later version will): remove the section, it would not be applied"},
-		{"prompt_logging alone (no warning that the policy sets nothing)", `    - name: p
-      match: {tenant: acme, agent: support-bot}
-      prompt_logging: {enabled: true}
-`, "ai.policies[0].prompt_logging", "32: ai.policies[0].prompt_logging: this build does not enforce a policy's prompt_logging yet (a later version will): remove the section, it would not be applied"},
 		{"cache", `    - name: everyone
       governance: {models: ["*"]}
     - name: p
@@ -373,7 +359,7 @@ func TestLoadPolicyWarnings(t *testing.T) {
       governance: {models: ["*"]}
     - name: p
       match: {tenant: acme}
-`, "ai.policies[1]", `32: warning: ai.policies[1]: sets neither governance nor budget: it changes no call`},
+`, "ai.policies[1]", `32: warning: ai.policies[1]: sets neither governance, budget, guardrails nor prompt_logging: it changes no call`},
 	})
 }
 

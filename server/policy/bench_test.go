@@ -44,7 +44,7 @@ func benchPolicies() []config.Policy {
 // BenchmarkResolveGovernance is stage 3 and 4 of a call: resolve, check
 // the model, filter a three-backend plan.
 func BenchmarkResolveGovernance(b *testing.B) {
-	tab := Compile(benchPolicies())
+	tab := MustCompile(benchPolicies())
 	keys := []Key{
 		{Listener: "http", Operation: config.OperationChatCompletions, Model: "gpt-4o", Tenant: "t7", Agent: "a1"},
 		{Listener: "http", Operation: config.OperationChatCompletions, Model: "fast", Tenant: "t123", Agent: ""},

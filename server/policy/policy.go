@@ -10,7 +10,12 @@
 // A shadow policy never refuses: its would-be refusal is reported as a
 // [Denial] with Shadow set, for the audit line and metrics.
 //
-// The package reads config types and depends on nothing else in Flexway.
+// Guardrails: [Set.Scanner] and [Set.WholeRules] give a phase's rules of
+// every policy of the set (any deny wins), joined once per distinct set;
+// [Set.Logging] the prompt_logging of the most specific policy with one.
+//
+// The package reads config types and the guardrail engines
+// (server/guardrail and its jsonschema and webhook rules).
 package policy
 
 import (
@@ -61,6 +66,8 @@ type Policy struct {
 
 	modelDenial   Denial // this policy's model_not_allowed
 	backendDenial Denial // this policy's backend_not_allowed
+
+	guards *guards // nil: no guardrails, no prompt_logging
 }
 
 // HasModelRule reports whether the policy lists governance.models.
@@ -153,6 +160,19 @@ type Set struct {
 	// budgets is BudgetNames' answer when known (budgetsKnown).
 	budgets      []string
 	budgetsKnown bool
+	// guards is the joined guardrails and logging when known
+	// (guardsKnown); nil: none.
+	guards      *guards
+	guardsKnown bool
+}
+
+// joined returns the set's guards: precomputed, or joined now for a Set
+// built by hand (costly: tens of milliseconds when rules are joined).
+func (s Set) joined() *guards {
+	if s.guardsKnown {
+		return s.guards
+	}
+	return joinGuards(s.Policies)
 }
 
 // CheckModel applies the model rules to model: deny is the most specific
@@ -241,9 +261,33 @@ func (s Set) BackendDenial(plan []string) *Denial {
 // of the set's policies for phase, joined into one scanner
 // ([guardrail.Join]); nil when no policy of the set has one, and then the
 // phase checks nothing and a stream is held back by nothing. Rules of a
-// shadow policy are in it, marked Shadow.
+// shadow policy are in it, marked Shadow. For a Set from [Table.Resolve]
+// it costs no allocation: the join is made once per distinct set.
 func (s Set) Scanner(phase guardrail.Phase) *guardrail.Scanner {
-	return nil // issue 17: compiled from ai.policies[].guardrails
+	return s.joined().scanner(phase)
+}
+
+// WholeRules returns the json_schema and webhook rules of the set's
+// policies for phase, most specific policy first; nil when none has one.
+// Read-only.
+func (s Set) WholeRules(phase guardrail.Phase) []*WholeRule {
+	return s.joined().whole(phase)
+}
+
+// Guarded reports whether any policy of the set has a rule for phase.
+func (s Set) Guarded(phase guardrail.Phase) bool {
+	g := s.joined()
+	return g.scanner(phase) != nil || len(g.whole(phase)) > 0
+}
+
+// Logging returns the prompt_logging section of the most specific policy
+// of the set that has one, whether enabled or not (a more specific policy
+// may turn off what a broader one turns on); nil when none has one.
+func (s Set) Logging() *Logging {
+	if g := s.joined(); g != nil {
+		return g.logging
+	}
+	return nil
 }
 
 // BudgetNames returns the names of the policies of the set with a
@@ -289,6 +333,9 @@ type group struct {
 	set Set
 	// hasBudget is set when one of the policies has a budget.
 	hasBudget bool
+	// hasGuards is set when one of the policies has guardrails or
+	// prompt_logging.
+	hasGuards bool
 }
 
 // shape is every group of one match shape.
@@ -343,6 +390,7 @@ const maxShapes = 1 << 5
 // Table is the compiled ai.policies. It is read-only after [Compile] and
 // safe for concurrent use.
 type Table struct {
+	joins    joinCache // guards of sets merged from more than one group
 	policies []*Policy
 	// shapes holds the declared shapes; preBody those whose match names
 	// no model.
@@ -350,9 +398,11 @@ type Table struct {
 }
 
 // Compile compiles ps, which [config.Config.Validate] accepted (names
-// unique). Compile does not fail on a valid configuration. A nil Table is
+// unique). Its error, naming the rule's key path, is a guardrail that
+// validation cannot judge without compiling it: a schema file's schema
+// that does not compile, or a text rule the engine refuses. A nil Table is
 // not valid; Compile(nil) is the empty one.
-func Compile(ps []config.Policy) *Table {
+func Compile(ps []config.Policy) (*Table, error) {
 	t := &Table{}
 	var byMask [maxShapes]*shape
 	for i, cp := range ps {
@@ -382,6 +432,11 @@ func Compile(ps []config.Policy) *Table {
 			}
 		}
 		p.Budget = cp.Budget != nil && !cp.Budget.Caps.IsZero()
+		pg, err := compileGuards(i, cp, p.Shadow)
+		if err != nil {
+			return nil, err
+		}
+		p.guards = pg
 		p.modelDenial = Denial{Policy: p.Name, Reason: ReasonModelNotAllowed, Shadow: p.Shadow}
 		p.backendDenial = Denial{Policy: p.Name, Reason: ReasonBackendNotAllowed, Shadow: p.Shadow}
 		t.policies = append(t.policies, p)
@@ -414,6 +469,9 @@ func Compile(ps []config.Policy) *Table {
 			for _, g := range sh.groups {
 				g.set.budgets = budgetNames(g.set.Policies)
 				g.set.budgetsKnown = true
+				g.set.guards = joinGuards(g.set.Policies)
+				g.set.guardsKnown = true
+				g.hasGuards = g.set.guards != nil
 			}
 			t.shapes = append(t.shapes, sh)
 			if mask&fieldModel == 0 {
@@ -421,7 +479,7 @@ func Compile(ps []config.Policy) *Table {
 			}
 		}
 	}
-	return t
+	return t, nil
 }
 
 func levelOfMask(mask int) config.PolicyLevel {
@@ -447,25 +505,26 @@ func flag(mask, f int) string {
 // allocation (none when the policies found share one match shape and
 // values: the Set is then shared with every such call).
 func (t *Table) Resolve(k Key) Set {
-	return resolve(t.shapes, k)
+	return t.resolve(t.shapes, k)
 }
 
 // PreBody returns the policies that select k whatever the model — those
 // whose match names no model — for the check made before a request body
 // is read (k.Model is ignored). It costs what [Table.Resolve] does.
 func (t *Table) PreBody(k Key) Set {
-	return resolve(t.preBody, k)
+	return t.resolve(t.preBody, k)
 }
 
-func resolve(shapes []*shape, k Key) Set {
+func (t *Table) resolve(shapes []*shape, k Key) Set {
 	var found [maxShapes]*group
-	n, total, budgets := 0, 0, false
+	n, total, budgets, guarded := 0, 0, false, false
 	for _, sh := range shapes {
 		if g := sh.groups[sh.key(k)]; g != nil {
 			found[n] = g
 			n++
 			total += len(g.set.Policies)
 			budgets = budgets || g.hasBudget
+			guarded = guarded || g.hasGuards
 		}
 	}
 	switch n {
@@ -493,9 +552,12 @@ func resolve(shapes []*shape, k Key) Set {
 		out = append(out, bp)
 		at[best]++
 	}
-	s := Set{Policies: out}
+	s := Set{Policies: out, guardsKnown: true}
 	if !budgets {
 		s.budgetsKnown = true
+	}
+	if guarded {
+		s.guards = t.joins.get(out)
 	}
 	return s
 }

@@ -109,7 +109,7 @@ func TestResolveMatchesNaiveScan(t *testing.T) {
 	r := rand.New(rand.NewSource(16))
 	for round := 0; round < 300; round++ {
 		ps := randomPolicies(r, r.Intn(40))
-		tab := Compile(ps)
+		tab := MustCompile(ps)
 		for i := 0; i < 50; i++ {
 			k := randomKey(r)
 			if got, want := names(tab.Resolve(k)), naive(ps, k, false); !reflect.DeepEqual(got, want) {
@@ -138,7 +138,7 @@ func TestResolveOrdersByLevelThenDeclaration(t *testing.T) {
 		{Name: "global2"},
 		{Name: "other-tenant", Match: config.PolicyMatch{Tenant: "globex"}},
 	}
-	tab := Compile(ps)
+	tab := MustCompile(ps)
 	k := Key{Listener: "http", Operation: config.OperationChatCompletions, Model: "gpt-4o", Tenant: "acme", Agent: "bot"}
 	want := []string{"agent", "tenant-model", "tenant", "route", "service", "listener", "global", "global2"}
 	if got := names(tab.Resolve(k)); !reflect.DeepEqual(got, want) {
@@ -156,7 +156,7 @@ func TestResolveOrdersByLevelThenDeclaration(t *testing.T) {
 }
 
 func TestResolveSharesOneGroupsSlice(t *testing.T) {
-	tab := Compile([]config.Policy{
+	tab := MustCompile([]config.Policy{
 		{Name: "a", Match: config.PolicyMatch{Tenant: "acme"}},
 		{Name: "b", Match: config.PolicyMatch{Tenant: "acme"}, Budget: &config.PolicyBudget{Caps: config.Caps{TokensPerMinute: i64(5)}}},
 	})
@@ -164,7 +164,7 @@ func TestResolveSharesOneGroupsSlice(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { _ = tab.Resolve(k).BudgetNames() }); n != 0 {
 		t.Fatalf("Resolve+BudgetNames of one group: %v allocations, want 0", n)
 	}
-	merged := Compile([]config.Policy{
+	merged := MustCompile([]config.Policy{
 		{Name: "a", Match: config.PolicyMatch{Tenant: "acme"}},
 		{Name: "b", Match: config.PolicyMatch{Listener: "http"}},
 		{Name: "c"},
@@ -178,7 +178,7 @@ func TestResolveSharesOneGroupsSlice(t *testing.T) {
 	if s := tab.Resolve(Key{Tenant: "globex"}); s.Policies != nil || s.BudgetNames() != nil {
 		t.Fatalf("no match: %+v", s)
 	}
-	if !Compile(nil).Empty() || tab.Empty() {
+	if !MustCompile(nil).Empty() || tab.Empty() {
 		t.Fatal("Empty")
 	}
 }
@@ -194,7 +194,7 @@ func gov(models, backends []string, shadow bool) *config.Governance {
 func TestCheckModelComposition(t *testing.T) {
 	acme := config.PolicyMatch{Tenant: "acme"}
 	bot := config.PolicyMatch{Tenant: "acme", Agent: "bot"}
-	tab := Compile([]config.Policy{
+	tab := MustCompile([]config.Policy{
 		{Name: "everything", Governance: gov([]string{"*"}, nil, false)},
 		{Name: "acme-list", Match: acme, Governance: gov([]string{"gpt-4o", "fast"}, nil, false)},
 		{Name: "bot-shadow", Match: bot, Governance: gov([]string{"fast"}, nil, true)},
@@ -251,7 +251,7 @@ func denialName(d *Denial) string {
 }
 
 func TestBackendComposition(t *testing.T) {
-	tab := Compile([]config.Policy{
+	tab := MustCompile([]config.Policy{
 		{Name: "eu", Match: config.PolicyMatch{Tenant: "acme"}, Governance: gov(nil, []string{"mistral-eu", "azure-eu"}, false)},
 		{Name: "no-azure", Match: config.PolicyMatch{Tenant: "acme", Agent: "bot"}, Governance: gov(nil, []string{"mistral-eu", "openai"}, false)},
 		{Name: "shadow-local", Match: config.PolicyMatch{Listener: "http"}, Governance: gov(nil, []string{"ollama"}, true)},
@@ -291,7 +291,7 @@ func TestBackendComposition(t *testing.T) {
 }
 
 func TestPolicyDeclaration(t *testing.T) {
-	tab := Compile([]config.Policy{
+	tab := MustCompile([]config.Policy{
 		{Name: "capped", Budget: &config.PolicyBudget{Caps: config.Caps{TokensPerMinute: i64(100)}}},
 		{Name: "empty-budget", Budget: &config.PolicyBudget{Per: config.PerAgent}},
 		{Name: "gov", Governance: gov([]string{}, []string{"a"}, true)},
@@ -313,7 +313,7 @@ func TestPolicyDeclaration(t *testing.T) {
 }
 
 func TestConsumerIgnoresListenerAndModel(t *testing.T) {
-	tab := Compile([]config.Policy{
+	tab := MustCompile([]config.Policy{
 		{Name: "global"},
 		{Name: "grpc-only", Match: config.PolicyMatch{Listener: "grpc"}},
 		{Name: "embed", Match: config.PolicyMatch{Operation: config.OperationEmbeddings}},

@@ -84,7 +84,10 @@ func (g *Gateway) build(o Options) error {
 	if err != nil {
 		return fmt.Errorf("ai.aliases: %w", err)
 	}
-	policies := policyTable(cfg)
+	policies, err := policyTable(cfg)
+	if err != nil {
+		return err
+	}
 	meter := newMeter(cfg, led, routes, accts, policies, check, aliasResolver(aliases, routes), g.proxy, tracer, log)
 	adminSum, err := adminKeySum(cfg)
 	if err != nil {

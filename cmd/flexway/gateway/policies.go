@@ -10,8 +10,9 @@ import (
 	"github.com/flexway/flexway/server/routing/alias"
 )
 
-// policyTable compiles ai.policies, which cfg's validation accepted.
-func policyTable(cfg *config.Config) *policy.Table {
+// policyTable compiles ai.policies, which cfg's validation accepted; its
+// error names a guardrail rule that does not compile.
+func policyTable(cfg *config.Config) (*policy.Table, error) {
 	return policy.Compile(cfg.AI.Policies)
 }
 
