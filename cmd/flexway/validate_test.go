@@ -31,7 +31,7 @@ func TestValidateNotesNothing(t *testing.T) {
 	} {
 		t.Setenv(k, v)
 	}
-	for _, file := range []string{"reference.yaml", "relay-upstream.yaml", "server-tls.yaml"} {
+	for _, file := range []string{"reference.yaml", "relay-upstream.yaml", "server-tls.yaml", "ai-guardrails.yaml"} {
 		path := "../../testdata/config/compat/" + file
 		if _, _, err := config.Load(path); err != nil {
 			t.Fatal(err)

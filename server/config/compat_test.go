@@ -514,3 +514,45 @@ func TestReferencePoliciesNotEnforced(t *testing.T) {
 		{"ai.policies[3].cache", 92},
 	}}})
 }
+
+// TestCompatAIGuardrails: issue 17's sections of the reference (its
+// ai.policies without faq-cache: acme-governed's guardrails, every rule
+// type in both phases, and support-logging's prompt_logging) load
+// unchanged, with their values and defaults; the only problem is the
+// warning that support-logging collects prompts.
+func TestCompatAIGuardrails(t *testing.T) {
+	cfg, warnings, err := config.Load(filepath.Join(compatDir, "ai-guardrails.yaml"))
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	if len(warnings) != 1 || warnings[0].Path != "ai.policies[2].prompt_logging" {
+		t.Errorf("warnings: %v; want the prompt_logging one", warnings)
+	}
+	dir, err := filepath.Abs(compatDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := cfg.AI.Policies
+	if len(ps) != 3 {
+		t.Fatalf("%d policies, want 3", len(ps))
+	}
+	g := ps[1].Guardrails
+	if g == nil || len(g.Prompt) != 6 || len(g.Response) != 2 {
+		t.Fatalf("acme-governed.guardrails = %+v", g)
+	}
+	p, r := g.Prompt, g.Response
+	runChecks(t, []check{
+		{"pii", []any{p[0].Type, p[0].Entities, p[0].Action}, []any{"pii", []string{"email", "phone", "credit_card", "iban"}, "redact"}},
+		{"secrets", []any{p[1].Type, p[1].Action}, []any{"secrets", "deny"}},
+		{"injection", []any{p[2].Type, p[2].Action}, []any{"injection", "deny"}},
+		{"banned", []any{p[3].Type, p[3].Words, p[3].Action}, []any{"banned", []string{"project-hydra"}, "deny"}},
+		{"regex", []any{p[4].Type, p[4].Pattern, p[4].Action}, []any{"regex", "ACME-[0-9]{6}", "redact"}},
+		{"webhook (action defaulted)", []any{p[5].Type, p[5].URL, p[5].Timeout.Std(), p[5].OnError, p[5].Action, p[5].IsExternal()},
+			[]any{"webhook", "http://10.0.0.7:8080/check", 200 * time.Millisecond, "deny", "deny", true}},
+		{"response pii", []any{r[0].Type, r[0].Entities, r[0].Action}, []any{"pii", []string{"credit_card"}, "redact"}},
+		{"response json_schema", []any{r[1].Type, r[1].Action, r[1].Schema == nil}, []any{"json_schema", "deny", true}},
+		{"support-logging", *ps[2].PromptLogging, config.PromptLogging{
+			Enabled: true, Path: filepath.Join(dir, "flexway-data", "prompts-acme-support.jsonl"), IncludeSensitive: false}},
+		{"support-logging match", ps[2].Match, config.PolicyMatch{Tenant: "acme", Agent: "support-bot"}},
+	})
+}
