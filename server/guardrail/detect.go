@@ -86,13 +86,29 @@ const (
 	tDash
 )
 
-var trig = func() (t [256]uint8) {
-	for c := 'a'; c <= 'z'; c++ {
-		t[c] = tLetter
+// trigs are the main loop's trigger tables, by which letter rules are
+// wanted (trigs[secrets<<1|iban]): a letter is a trigger only where a
+// wanted rule can start with it (a provider key's first letter, an IBAN's
+// upper-case country code), so that the words of prose are skipped by the
+// loop's tight scan rather than one by one (BenchmarkFind4KiB).
+var trigs = func() (ts [4][256]uint8) {
+	for k := range ts {
+		ts[k] = trigBase
+		if k&2 != 0 {
+			for _, c := range "sAgxe" {
+				ts[k][c] = tLetter
+			}
+		}
+		if k&1 != 0 {
+			for c := 'A'; c <= 'Z'; c++ {
+				ts[k][c] = tLetter
+			}
+		}
 	}
-	for c := 'A'; c <= 'Z'; c++ {
-		t[c] = tLetter
-	}
+	return
+}()
+
+var trigBase = func() (t [256]uint8) {
 	for c := '0'; c <= '9'; c++ {
 		t[c] = tDigit
 	}
@@ -193,6 +209,14 @@ func (d *det) scan() {
 	d.hold = n
 	pii := d.want[kEmail] || d.want[kPhone] || d.want[kCard] || d.want[kIBAN] || d.want[kIPv4] || d.want[kIPv6]
 	v6done := 0
+	k := 0
+	if d.want[kSecret] {
+		k |= 2
+	}
+	if d.want[kIBAN] {
+		k |= 1
+	}
+	trig := &trigs[k]
 	for i := 0; i < n; {
 		for i < n && trig[s[i]] == tNone {
 			i++
