@@ -192,10 +192,12 @@ func (h *handler) route(w http.ResponseWriter, r *http.Request) {
 		method, serve = http.MethodPost, h.embeddings
 	case path == "/v1/models":
 		method, serve = http.MethodGet, h.listModels
+	case path == webhookPath:
+		method, serve = http.MethodPost, h.webhookCheck
 	case strings.HasPrefix(path, "/v1/models/") && len(path) > len("/v1/models/"):
 		method, serve = http.MethodGet, h.getModel
 	default:
-		writeError(w, http.StatusNotFound, fmt.Sprintf("Unknown request URL: %s %s. flexway-sample serves POST /v1/chat/completions, POST /v1/embeddings and GET /v1/models.", r.Method, path), "", "unknown_url")
+		writeError(w, http.StatusNotFound, fmt.Sprintf("Unknown request URL: %s %s. flexway-sample serves POST /v1/chat/completions, POST /v1/embeddings, GET /v1/models and POST /guardrail/check (a sample guardrail webhook).", r.Method, path), "", "unknown_url")
 		return
 	}
 	if r.Method != method {
