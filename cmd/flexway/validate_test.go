@@ -8,14 +8,14 @@ import (
 )
 
 // TestExampleConfigValidates: the configuration make run starts loads,
-// builds and has no warning.
+// builds and has one warning: that support-logging collects prompts.
 func TestExampleConfigValidates(t *testing.T) {
 	t.Setenv("FLEXWAY_ADMIN_KEY", "sk-flexway-admin-demo")
 	var out strings.Builder
 	if err := validate("../../examples/flexway.yaml", &out); err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
-	if strings.Contains(out.String(), "warning:") || !strings.Contains(out.String(), "ok (0 warnings") {
+	if strings.Count(out.String(), "warning:") != 1 || !strings.Contains(out.String(), `warning: ai.policies[5].prompt_logging: policy "support-logging" collects prompts`) || !strings.Contains(out.String(), "ok (1 warnings") {
 		t.Errorf("warnings:\n%s", out.String())
 	}
 }
