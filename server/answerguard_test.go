@@ -37,7 +37,9 @@ var (
 )
 
 // sliceStream replays chunks, then io.EOF.
-type sliceStream struct{ chunks []*flexwayv1.ChatCompletionChunk }
+type sliceStream struct {
+	chunks []*flexwayv1.ChatCompletionChunk
+}
 
 func (s *sliceStream) Recv() (*flexwayv1.ChatCompletionChunk, error) {
 	if len(s.chunks) == 0 {
