@@ -603,7 +603,9 @@ func (g *answerGuard) write(idx int32, d *flexwayv1.ChatMessage, raw string, arg
 			if c.out == "" && d.GetText() == "" {
 				break
 			}
-			if d.GetParts() == nil {
+			if t, ok := d.Content.(*flexwayv1.ChatMessage_Text); ok {
+				t.Text = c.out // the chunk's own wrapper: no allocation
+			} else if d.GetParts() == nil {
 				d.Content = &flexwayv1.ChatMessage_Text{Text: c.out}
 			} else if c.out != "" {
 				out := c.out
