@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -383,4 +385,53 @@ func TestJSONAnswer(t *testing.T) {
 		t.Fatalf("secret: %v", err)
 	}
 	_ = guardrail.Response
+}
+
+// hookServer is a webhook answering answer, recording what it was sent.
+func hookServer(t *testing.T, answer string) (*httptest.Server, *[]string) {
+	t.Helper()
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got = append(got, string(b))
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, answer)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &got
+}
+
+// TestWebhookAnswer: a response webhook sees the answer's texts with
+// their locations, after the text rules; its replace rewrites what the
+// client gets (JSON, and a stream released whole), its deny refuses.
+func TestWebhookAnswer(t *testing.T) {
+	srv, seen := hookServer(t, `{"action":"replace","texts":[{"location":"choices[0].message.content","text":"[censored]"}]}`)
+	hook := config.GuardrailRule{Type: "webhook", Action: "deny", URL: srv.URL, OnError: "deny"}
+	st := guardState(t, false, nil, redactCards, hook)
+	resp := &flexwayv1.ChatCompletion{Choices: []*flexwayv1.ChatCompletionChoice{{Message: &flexwayv1.ChatMessage{Content: &flexwayv1.ChatMessage_Text{Text: "card 4111 1111 1111 1111"}}}}}
+	if err := New(Options{}).newAnswerGuard(context.Background(), st, &flexwayv1.CreateChatCompletionRequest{}).checkJSON(resp); err != nil {
+		t.Fatal(err)
+	}
+	if got := resp.GetChoices()[0].GetMessage().GetText(); got != "[censored]" {
+		t.Fatalf("content %q", got)
+	}
+	if len(*seen) != 1 || !strings.Contains((*seen)[0], `{"role":"assistant","location":"choices[0].message.content","text":"card [REDACTED:credit_card]"}`) || strings.Contains((*seen)[0], "4111") {
+		t.Fatalf("webhook saw %q", *seen)
+	}
+
+	r, _, err := relayGuarded(t, st, nil, roleChunk(), textChunk(0, "card 4111 "), textChunk(0, "1111 1111 1111"), finishChunk(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.content(0, ""); got != "[censored]" || len(r.sent) < 2 {
+		t.Fatalf("stream content %q (%d chunks)", got, len(r.sent))
+	}
+
+	deny, _ := hookServer(t, `{"action":"deny","reason":"no"}`)
+	hook.URL = deny.URL
+	st = guardState(t, false, nil, hook)
+	r, _, err = relayGuarded(t, st, nil, roleChunk(), textChunk(0, "hello"), finishChunk(0))
+	if fe := faults.As(err); fe.Reason != faults.GuardrailViolation || !strings.Contains(fe.Message, `webhook rule of policy "p"`) || len(r.sent) != 0 {
+		t.Fatalf("deny: %v, sent %d", err, len(r.sent))
+	}
 }
