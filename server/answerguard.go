@@ -520,14 +520,14 @@ func (g *answerGuard) flush(c *guardChannel) error {
 func (g *answerGuard) chunk(ch *flexwayv1.ChatCompletionChunk) (drop bool, err error) {
 	g.last = ch
 	before := hasContent(ch)
-	role := false
+	keep := false // the chunk carries something besides held text
 	var args []toolArg
 	for _, choice := range ch.GetChoices() {
 		idx, d := choice.GetIndex(), choice.GetDelta()
 		if d == nil {
 			continue
 		}
-		role = role || d.GetRole() != ""
+		keep = keep || d.GetRole() != ""
 		if s := d.GetText(); s != "" {
 			if err := g.push(g.channel(idx, chanContent, 0), s); err != nil {
 				return false, err
@@ -568,7 +568,7 @@ func (g *answerGuard) chunk(ch *flexwayv1.ChatCompletionChunk) (drop bool, err e
 					}
 				}
 				if a.other {
-					role = true // the call's id or name must go out
+					keep = true // the call's id or name must go out
 				}
 			}
 		}
@@ -583,7 +583,7 @@ func (g *answerGuard) chunk(ch *flexwayv1.ChatCompletionChunk) (drop bool, err e
 		}
 		g.write(idx, d, raw, args)
 	}
-	if before && !role && !hasContent(ch) {
+	if before && !keep && !hasContent(ch) {
 		return true, nil
 	}
 	return false, nil

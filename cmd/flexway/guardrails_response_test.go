@@ -187,3 +187,48 @@ func TestResponseGuardToolArguments(t *testing.T) {
 		t.Fatalf("%d %s", resp.StatusCode, raw)
 	}
 }
+
+// TestResponseGuardStreamedToolArguments: a card number split across a
+// streamed tool call's argument deltas is redacted whole; the call's id
+// and name go out as sent.
+func TestResponseGuardStreamedToolArguments(t *testing.T) {
+	up := newUpstream(t, sseUpstream(
+		chunk(`[{"index":0,"delta":{"role":"assistant","content":null,"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"pay","arguments":""}}]},"finish_reason":null}]`, ""),
+		chunk(`[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"card\":\"4111 1111 "}}]},"finish_reason":null}]`, ""),
+		chunk(`[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"1111 1111\"}"}}]},"finish_reason":null}]`, ""),
+		chunk(`[{"index":0,"delta":{},"finish_reason":"tool_calls"}]`, ""),
+	))
+	g := startGateway(t, baseConfig(t, up.URL, answerPolicies))
+	resp := post(t, g, "/v1/chat/completions", `{"model":"m-large","stream":true,"messages":[{"role":"user","content":"pay"}]}`)
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var args strings.Builder
+	for _, ev := range sseEvents(raw) {
+		if ev == "[DONE]" {
+			continue
+		}
+		var c struct {
+			Choices []struct {
+				Delta struct {
+					ToolCalls []struct {
+						Function struct{ Arguments string }
+					} `json:"tool_calls"`
+				}
+			}
+		}
+		if err := json.Unmarshal([]byte(ev), &c); err != nil {
+			t.Fatalf("event %q: %v", ev, err)
+		}
+		for _, ch := range c.Choices {
+			for _, tc := range ch.Delta.ToolCalls {
+				args.WriteString(tc.Function.Arguments)
+			}
+		}
+	}
+	if got := args.String(); got != `{"card":"[REDACTED:credit_card]"}` || strings.Contains(string(raw), "1111") {
+		t.Fatalf("arguments %q:\n%s", got, raw)
+	}
+	if !strings.Contains(string(raw), `"id":"call_1","type":"function","function":{"name":"pay","arguments":""}`) || !strings.HasSuffix(string(raw), "data: [DONE]\n\n") {
+		t.Fatalf("stream:\n%s", raw)
+	}
+}
