@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -230,5 +231,39 @@ func TestResponseGuardStreamedToolArguments(t *testing.T) {
 	}
 	if !strings.Contains(string(raw), `"id":"call_1","type":"function","function":{"name":"pay","arguments":""}`) || !strings.HasSuffix(string(raw), "data: [DONE]\n\n") {
 		t.Fatalf("stream:\n%s", raw)
+	}
+}
+
+// TestResponseGuardFallbackKeepsNoHeldText: a stream cut while all its
+// text was still held sent nothing, so the spare is tried, with holders
+// of its own: the client gets the spare's answer only.
+func TestResponseGuardFallbackKeepsNoHeldText(t *testing.T) {
+	main := newCounting(t, func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprintf(w, "data: %s\n\n", chunk(`[{"index":0,"delta":{"role":"assistant","content":"4111 1111 "}}]`, ""))
+		w.(http.Flusher).Flush()
+		panic(http.ErrAbortHandler)
+	})
+	spare := newCounting(t, sseUpstream(
+		chunk(`[{"index":0,"delta":{"role":"assistant","content":"1111 1111 fine"},"finish_reason":null}]`, ""),
+		chunk(`[{"index":0,"delta":{},"finish_reason":"stop"}]`, ""),
+	))
+	c := baseTestConfig(main.URL)
+	c.AuditPath = ""
+	c.Backends = []testBackend{
+		{Name: "main", URL: main.URL + "/v1", Models: []string{"m"}, DefaultModel: "m", Fallback: "[spare]", Timeout: "300ms", IdleTimeout: "2s"},
+		{Name: "spare", URL: spare.URL + "/v1", Models: []string{"m"}, DefaultModel: "m", Fallback: "[]", Timeout: "300ms", IdleTimeout: "2s"},
+	}
+	c.AI = answerPolicies
+	g := startGateway(t, c.yaml())
+	resp := post(t, g, "/v1/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	got, done := streamContent(t, raw)
+	if resp.StatusCode != 200 || got != "1111 1111 fine" || !done || spare.calls.Load() != 1 {
+		t.Fatalf("status %d, content %q, done %v, spare calls %d:\n%s", resp.StatusCode, got, done, spare.calls.Load(), raw)
+	}
+	if resp.Header.Get("Flexway-Degraded") != "backend-fallback" {
+		t.Fatalf("Flexway-Degraded %q", resp.Header.Get("Flexway-Degraded"))
 	}
 }
