@@ -113,6 +113,11 @@ func (c *Core) attempt(ctx context.Context, st *call.State, backend string, err 
 	if fe.Err != nil {
 		attrs = append(attrs, "cause", fe.Err.Error())
 	}
+	if fe.Reason == faults.GuardrailViolation {
+		// The backend answered; the call's policies refused the answer.
+		c.log.InfoContext(ctx, "answer refused by a response guardrail", attrs...)
+		return
+	}
 	if fe.Reason == faults.Canceled {
 		// The caller went away: not the backend's failure.
 		c.log.InfoContext(ctx, "call canceled by the caller", attrs...)

@@ -49,6 +49,11 @@ func (c *Core) CreateChatCompletion(ctx context.Context, req *flexwayv1.CreateCh
 	if err != nil {
 		return nil, err
 	}
+	if g := c.newAnswerGuard(ctx, st, req); g != nil {
+		if err := g.checkJSON(resp); err != nil {
+			return nil, err
+		}
+	}
 	return resp, nil
 }
 
@@ -73,7 +78,9 @@ func (c *Core) StreamChatCompletion(req *flexwayv1.CreateChatCompletionRequest, 
 		if err != nil {
 			return o, false, err
 		}
-		sent, err := c.relay(ss, stream, &o, wantUsage, fallback, st.OutputLimit)
+		// One guard per attempt: a fallback's stream starts afresh.
+		g := c.newAnswerGuard(ctx, st, req)
+		sent, err := c.relay(ss, stream, &o, wantUsage, fallback, st.OutputLimit, g)
 		stream.Close()
 		// A stream that ended has answered, even with no chunk.
 		return o, sent || err == nil, err
@@ -87,9 +94,16 @@ func (c *Core) StreamChatCompletion(req *flexwayv1.CreateChatCompletionRequest, 
 // "length" for every choice not yet finished is sent instead, and relay
 // returns as at a normal end; the caller's Close then
 // cancels the upstream request.
+//
+// With g (the call's response guardrails, nil when it has none) each
+// chunk's texts go through g's holders and the chunk carries only what
+// they release ([answerGuard.chunk]); a denial ends the stream with g's
+// refusal. The output counted (o.OutputBytes, the limit) is then the
+// upstream's, not what was released. With whole rules the answer is
+// buffered and sent at its end, once judged.
 func (c *Core) relay(ss flexwayv1.ChatService_StreamChatCompletionServer, stream interface {
 	Recv() (*flexwayv1.ChatCompletionChunk, error)
-}, o *call.Outcome, wantUsage, fallback bool, limit int64) (sent bool, err error) {
+}, o *call.Outcome, wantUsage, fallback bool, limit int64, g *answerGuard) (sent bool, err error) {
 	var held []*flexwayv1.ChatCompletionChunk
 	out := outputCounter{limit: limit}
 	send := func(ch *flexwayv1.ChatCompletionChunk) error {
@@ -108,10 +122,36 @@ func (c *Core) relay(ss flexwayv1.ChatService_StreamChatCompletionServer, stream
 			return faults.Wrap(faults.Canceled, err, "the client went away")
 		}
 		o.Served = true
-		for _, choice := range ch.GetChoices() {
-			if b := outputBytes(choice.GetDelta()); b > 0 {
-				o.OutputBytes += b
-				o.OutputEvents++
+		if g == nil {
+			countOutput(o, ch)
+		}
+		return nil
+	}
+	// finish ends a guarded stream (g != nil) before its end or its cut
+	// (last, nil at the end): what the holders still held goes out, and a
+	// buffered answer is judged and sent whole.
+	finish := func(last *flexwayv1.ChatCompletionChunk) error {
+		rest, err := g.end()
+		if err != nil {
+			return err
+		}
+		chunks := []*flexwayv1.ChatCompletionChunk{rest, last}
+		if g.buffer {
+			g.ordered = append(g.ordered, chunks...)
+			if chunks, err = g.release(); err != nil {
+				return err
+			}
+		}
+		for _, ch := range chunks {
+			if ch == nil {
+				continue
+			}
+			if !sent && !hasContent(ch) && last == nil {
+				held = append(held, ch)
+				continue
+			}
+			if err := send(ch); err != nil {
+				return err
 			}
 		}
 		return nil
@@ -119,6 +159,11 @@ func (c *Core) relay(ss flexwayv1.ChatService_StreamChatCompletionServer, stream
 	for {
 		ch, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
+			if g != nil {
+				if err := finish(nil); err != nil {
+					return sent, err
+				}
+			}
 			if !sent && len(held) > 0 {
 				last := held[len(held)-1]
 				held = held[:len(held)-1]
@@ -148,17 +193,53 @@ func (c *Core) relay(ss flexwayv1.ChatService_StreamChatCompletionServer, stream
 			// every chunk is not shown to a client that did not ask.
 			delete(ch.GetExtraFields(), "usage")
 		}
+		if g != nil {
+			if out.passes(ch) {
+				return true, finish(out.lengthChunk(ch))
+			}
+			if n := countOutput(o, ch); n > 0 {
+				o.Served = true // the upstream answered: its output is charged
+				if g.bytes += n; g.buffer && g.bytes > g.max {
+					return sent, g.errAnswerTooLong()
+				}
+			}
+			drop, err := g.chunk(ch)
+			if err != nil {
+				return sent, err
+			}
+			if drop {
+				continue
+			}
+			if g.buffer {
+				g.ordered = append(g.ordered, ch)
+				continue
+			}
+		}
 		if !sent && !hasContent(ch) {
 			held = append(held, ch)
 			continue
 		}
-		if out.passes(ch) {
+		if g == nil && out.passes(ch) {
 			return true, send(out.lengthChunk(ch))
 		}
 		if err := send(ch); err != nil {
 			return sent, err
 		}
 	}
+}
+
+// countOutput adds ch's output to o (OutputBytes, and one OutputEvents
+// per choice that carried some) and returns its bytes.
+func countOutput(o *call.Outcome, ch *flexwayv1.ChatCompletionChunk) int64 {
+	var n int64
+	for _, choice := range ch.GetChoices() {
+		if b := outputBytes(choice.GetDelta()); b > 0 {
+			o.OutputBytes += b
+			o.OutputEvents++
+			n += b
+		}
+	}
+	return n
 }
 
 // maxTokenBytes is the most bytes one token of any tokenizer Flexway

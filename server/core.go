@@ -44,6 +44,12 @@ type Options struct {
 	// Tracer records a span per upstream attempt (fallbacks show as
 	// further attempts); nil records none.
 	Tracer trace.Tracer
+	// MaxAnswerBytes bounds, in bytes, the streamed answer a response
+	// json_schema or webhook rule buffers to judge it whole (the server
+	// takes ai.vision.max_body_bytes, the bound of a request body: an
+	// answer is held to the size a request may have); past it the stream
+	// is refused. ≤ 0 is [DefaultMaxAnswerBytes].
+	MaxAnswerBytes int64
 }
 
 // Core implements flexwayv1.ChatServiceServer, EmbeddingsServiceServer and

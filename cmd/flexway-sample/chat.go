@@ -161,11 +161,15 @@ func (h *handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 
 	model := h.resolveModel(req.Model)
 	text, finish := answer(model, lastUser), "stop"
+	pieces := piecesOf(lastUser)
+	if pieces != nil {
+		text = strings.Join(pieces, "")
+	}
 	if limit != nil {
 		// The answer honours the limit as a model does: cut after limit
 		// tokens, finish_reason "length".
 		if words := strings.Fields(text); len(words) > *limit {
-			text, finish = strings.Join(words[:*limit], " "), "length"
+			text, finish, pieces = strings.Join(words[:*limit], " "), "length", nil
 		}
 	}
 	completionTokens := countWords(text) * n
@@ -175,7 +179,7 @@ func (h *handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 
 	if req.Stream {
 		includeUsage := req.StreamOptions != nil && req.StreamOptions.IncludeUsage
-		h.streamChat(w, r, chatChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: model}, text, finish, n, u, includeUsage)
+		h.streamChat(w, r, chatChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: model}, text, pieces, finish, n, u, includeUsage)
 		return
 	}
 	resp := chatCompletion{ID: id, Object: "chat.completion", Created: created, Model: model, Usage: u}
@@ -194,7 +198,9 @@ func (h *handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 // chunk (finish_reason finish), the usage chunk if includeUsage, then [DONE]. Every step but usage
 // and [DONE] sends one chunk per choice index. It stops when the client goes
 // away. head carries the id, object, created time and model of every chunk.
-func (h *handler) streamChat(w http.ResponseWriter, r *http.Request, head chatChunk, text, finish string, n int, u usage, includeUsage bool) {
+// pieces, when set (the pieces mode, [piecesOf]), are the content chunks
+// as given, in place of text split into --chunks.
+func (h *handler) streamChat(w http.ResponseWriter, r *http.Request, head chatChunk, text string, pieces []string, finish string, n int, u usage, includeUsage bool) {
 	ctx := r.Context()
 	rc := http.NewResponseController(w)
 	w.Header().Set("Content-Type", "text/event-stream")
@@ -227,7 +233,10 @@ func (h *handler) streamChat(w http.ResponseWriter, r *http.Request, head chatCh
 	if !step(chunkDelta{Role: "assistant", Content: &empty}, nil) {
 		return
 	}
-	for _, piece := range splitChunks(text, h.opts.chunks) {
+	if pieces == nil {
+		pieces = splitChunks(text, h.opts.chunks)
+	}
+	for _, piece := range pieces {
 		if !sleep(ctx, h.opts.chunkDelay) {
 			return
 		}
@@ -247,6 +256,31 @@ func (h *handler) streamChat(w http.ResponseWriter, r *http.Request, head chatCh
 		}
 	}
 	send([]byte("[DONE]"))
+}
+
+// maxPieces bounds the pieces mode's pieces.
+const maxPieces = 1024
+
+// piecesOf is the pieces mode's trigger: a last user message that is
+// exactly a JSON object {"pieces": ["…", …]} (nothing else in it, one to
+// maxPieces strings) is answered with those strings concatenated, and
+// streamed as exactly those content deltas, so that a text split across
+// chunks at a chosen place (a card number across two, for a response
+// guardrail) can be shown. nil for any other message: the usual echo.
+func piecesOf(lastUser string) []string {
+	t := strings.TrimSpace(lastUser)
+	if !strings.HasPrefix(t, "{") || !strings.Contains(t, `"pieces"`) {
+		return nil
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal([]byte(t), &m) != nil || len(m) != 1 {
+		return nil
+	}
+	var pieces []string
+	if json.Unmarshal(m["pieces"], &pieces) != nil || len(pieces) == 0 || len(pieces) > maxPieces {
+		return nil
+	}
+	return pieces
 }
 
 // answer is the sample's reply: it says what it is and echoes the first

@@ -53,6 +53,13 @@
 //     "max_completion_tokens" (which wins) cuts each choice's answer after
 //     that many tokens (words, see below), with finish_reason "length";
 //     a limit below 1 is 400.
+//   - The pieces mode: a last user message that is exactly the JSON object
+//     {"pieces": ["4111 1111 ", "1111 1111"]} (the key alone, 1 to 1024
+//     strings) is answered with the pieces concatenated instead of the
+//     echo, and a stream sends exactly those pieces as its content
+//     deltas (whatever --chunks says), so that a text split at a chosen
+//     place — a card number across two chunks, for a response guardrail —
+//     can be shown. max_tokens, when it cuts, falls back to --chunks.
 //   - POST /v1/embeddings accepts input as a string, an array of strings, an
 //     array of token ids or an array of token-id arrays, and returns one
 //     vector per input, of 8 dimensions or "dimensions". With

@@ -244,3 +244,40 @@ func TestChatCompletionStreamStopsWhenClientGoesAway(t *testing.T) {
 		return strings.Contains(logs.String(), "path=/v1/chat/completions")
 	})
 }
+
+// TestChatCompletionStreamPieces: the pieces mode streams exactly the
+// given pieces as content deltas, and a JSON answer is them joined; any
+// other message is echoed as before.
+func TestChatCompletionStreamPieces(t *testing.T) {
+	t.Parallel()
+	srv := newTestServer(t, fastOptions())
+	msg := `{\"pieces\": [\"card 4111 1111 \", \"1111 1111 ok\"]}`
+	resp, raw := do(t, srv, http.MethodPost, "/v1/chat/completions", `{"model":"sample-large","stream":true,"messages":[{"role":"user","content":"`+msg+`"}]}`, nil)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d: %s", resp.StatusCode, raw)
+	}
+	var got []string
+	for _, ev := range parseSSE(t, raw) {
+		var c gotChunk
+		if ev == "[DONE]" || json.Unmarshal([]byte(ev), &c) != nil {
+			continue
+		}
+		for _, ch := range c.Choices {
+			var d struct{ Content *string }
+			if json.Unmarshal(ch.Delta, &d) == nil && d.Content != nil && *d.Content != "" {
+				got = append(got, *d.Content)
+			}
+		}
+	}
+	if want := []string{"card 4111 1111 ", "1111 1111 ok"}; strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("content deltas %q, want %q", got, want)
+	}
+	_, raw = do(t, srv, http.MethodPost, "/v1/chat/completions", `{"model":"sample-large","messages":[{"role":"user","content":"`+msg+`"}]}`, nil)
+	if !strings.Contains(string(raw), `"content":"card 4111 1111 1111 1111 ok"`) {
+		t.Fatalf("JSON answer %s", raw)
+	}
+	_, raw = do(t, srv, http.MethodPost, "/v1/chat/completions", `{"model":"sample-large","messages":[{"role":"user","content":"{\"pieces\": [\"a\"], \"x\": 1}"}]}`, nil)
+	if !strings.Contains(string(raw), "You said: ") {
+		t.Fatalf("a message with more than pieces is echoed: %s", raw)
+	}
+}

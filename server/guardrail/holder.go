@@ -185,6 +185,13 @@ func boundaryBefore(s string) bool {
 func contextStart(buf string, rel int) int {
 	i, cnt := rel, 0
 	for i > 0 && cnt < lookBehind {
+		if buf[i-1] < utf8.RuneSelf {
+			// ASCII: one character that counts (no ASCII rune is
+			// ignorable or a mark), without decoding.
+			i--
+			cnt++
+			continue
+		}
 		r, w := utf8.DecodeLastRuneInString(buf[:i])
 		i -= w
 		if !ignorable(r) && !isMark(r) {

@@ -102,7 +102,7 @@ func ignorable(r rune) bool {
 }
 
 // isMark is a combining mark dropped by the folded view.
-func isMark(r rune) bool { return unicode.In(r, unicode.Mn, unicode.Me) }
+func isMark(r rune) bool { return r >= 0x300 && unicode.In(r, unicode.Mn, unicode.Me) }
 
 // builder accumulates a view.
 type builder struct {

@@ -1,0 +1,792 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"strings"
+
+	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
+	"github.com/flexway/flexway/server/call"
+	"github.com/flexway/flexway/server/config"
+	"github.com/flexway/flexway/server/faults"
+	"github.com/flexway/flexway/server/guardrail"
+	"github.com/flexway/flexway/server/guardrail/jsonschema"
+	"github.com/flexway/flexway/server/guardrail/webhook"
+	"github.com/flexway/flexway/server/jsonstring"
+	"github.com/flexway/flexway/server/policy"
+)
+
+// Response guardrails: stage 13 of DESIGN.md's AI pipeline, between the
+// adapters' decode and the front. The text rules (st.Policies' response
+// Scanner) check every choice's content, reasoning_content, refusal and
+// tool call arguments; on a stream, one [guardrail.Holder] per text
+// channel holds back what a rule could still match. The whole rules
+// (json_schema, webhook) judge the final answer: on a stream they make it
+// arrive at once, buffered up to the answer bound ([Options.MaxAnswerBytes]).
+// A call whose policies have no response rule gets no guard at all (nil):
+// nothing is allocated, nothing is held back.
+
+// DefaultMaxAnswerBytes is [Options.MaxAnswerBytes] when it is not set:
+// config's default of ai.vision.max_body_bytes (24 MiB).
+const DefaultMaxAnswerBytes = 24 << 20
+
+// The text channels of one choice.
+const (
+	chanContent uint8 = iota
+	chanReasoning
+	chanRefusal
+	chanTool
+)
+
+// guardChannel is one text channel of a streamed answer.
+type guardChannel struct {
+	choice int32
+	kind   uint8
+	tool   int // the tool call's index, for chanTool
+	h      *guardrail.Holder
+	name   string // the tool call's function name, when seen
+	all    strings.Builder
+	out    string // released in the chunk being rewritten
+	hit    bool   // out is to be written into the chunk
+	done   bool   // flushed
+}
+
+// answerGuard applies the response rules to one call's answer; for a
+// stream, to one attempt's stream (a fallback starts a new one). Not safe
+// for concurrent use.
+type answerGuard struct {
+	ctx      context.Context
+	st       *call.State
+	sc       *guardrail.Scanner
+	whole    []*policy.WholeRule
+	schema   *jsonschema.Schema // the request's response_format schema
+	tools    *jsonschema.Tools  // the request's tools
+	reqErr   error              // the request's schema does not compile
+	rawTools string             // the request's tools JSON, for a webhook
+	max      int64              // buffered answer bound, in bytes
+	chans    []*guardChannel
+	found    []guardrail.Match
+	buffer   bool // whole rules: the stream is released at its end
+	bytes    int64
+	last     *flexwayv1.ChatCompletionChunk
+	ordered  []*flexwayv1.ChatCompletionChunk // buffered chunks, when buffer
+}
+
+// newAnswerGuard returns the guard of st's response rules for req, nil
+// when the call's policies have none.
+func (c *Core) newAnswerGuard(ctx context.Context, st *call.State, req *flexwayv1.CreateChatCompletionRequest) *answerGuard {
+	sc := st.Policies.Scanner(guardrail.Response)
+	whole := st.Policies.WholeRules(guardrail.Response)
+	if sc == nil && len(whole) == 0 {
+		return nil
+	}
+	g := &answerGuard{ctx: ctx, st: st, sc: sc, whole: whole, max: c.opts.MaxAnswerBytes, rawTools: req.GetExtraFields()["tools"]}
+	if g.max <= 0 {
+		g.max = DefaultMaxAnswerBytes
+	}
+	for _, w := range whole {
+		switch w.Type {
+		case config.GuardrailJSONSchema:
+			if g.schema == nil && g.tools == nil && g.reqErr == nil {
+				g.schema, g.reqErr = jsonschema.FromResponseFormat(req.GetExtraFields()["response_format"])
+				if g.reqErr == nil {
+					g.tools, g.reqErr = jsonschema.FromTools(req.GetExtraFields()["tools"])
+				}
+			}
+			if g.schema != nil || g.tools != nil || g.reqErr != nil {
+				g.buffer = true
+			}
+		case config.GuardrailWebhook:
+			g.buffer = true
+		}
+	}
+	return g
+}
+
+// verdict records m's rule in the audit and returns the refusal when the
+// rule denies (and is not a shadow policy's).
+func (g *answerGuard) verdict(policyName, ruleType string, action guardrail.Action, shadow bool) error {
+	a := action.String()
+	if shadow && action != guardrail.Log {
+		a = "would_" + a
+	}
+	g.st.AddGuardrail(call.GuardrailVerdict{Policy: policyName, Rule: ruleType, Phase: guardrail.Response.String(), Action: a})
+	if action == guardrail.Deny && !shadow {
+		return faults.New(faults.GuardrailViolation, "the answer was refused by the %s rule of policy %q", ruleType, policyName)
+	}
+	return nil
+}
+
+// matches records every match of ms; the first denial is returned.
+func (g *answerGuard) matches(ms []guardrail.Match) error {
+	var deny error
+	for _, m := range ms {
+		if err := g.verdict(m.Rule.Policy, m.Rule.Type, m.Rule.Action, m.Rule.Shadow); err != nil && deny == nil {
+			deny = err
+		}
+	}
+	return deny
+}
+
+// text checks one whole text with the text rules: what the client may
+// get (redacted) or the refusal.
+func (g *answerGuard) text(s string) (string, error) {
+	if g.sc == nil || s == "" {
+		return s, nil
+	}
+	g.found = g.sc.Find(s, g.found[:0])
+	if len(g.found) == 0 {
+		return s, nil
+	}
+	if err := g.matches(g.found); err != nil {
+		return "", err
+	}
+	return guardrail.Redacted(s, g.found), nil
+}
+
+// jsonText decodes a raw JSON string field (reasoning_content, refusal);
+// ok is false for anything but a string (null).
+func jsonText(raw string) (string, bool) {
+	if len(raw) < 2 || raw[0] != '"' {
+		return "", false
+	}
+	var s string
+	if json.Unmarshal([]byte(raw), &s) != nil {
+		return "", false
+	}
+	return s, true
+}
+
+// quote is s as a JSON string.
+func quote(s string) string { return string(jsonstring.Append(nil, s)) }
+
+// toolArg is one tool call of a tool_calls array's raw JSON: its index
+// (its "index" field, else its position), its function name, and the byte
+// span of its function.arguments string (quotes included; start < 0 when
+// it has none) with its decoded text. other is set when it carries
+// anything besides index and function.arguments.
+type toolArg struct {
+	index      int
+	name       string
+	start, end int
+	text       string
+	other      bool
+}
+
+// toolArgs reads a tool_calls array's raw JSON; ok is false when it is not
+// an array of objects.
+func toolArgs(raw string, dst []toolArg) (_ []toolArg, ok bool) {
+	dec := json.NewDecoder(strings.NewReader(raw))
+	dec.UseNumber()
+	if t, err := dec.Token(); err != nil || t != json.Delim('[') {
+		return dst, false
+	}
+	for pos := 0; dec.More(); pos++ {
+		if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+			return dst, false
+		}
+		a := toolArg{index: pos, start: -1}
+		for dec.More() {
+			k, err := dec.Token()
+			if err != nil {
+				return dst, false
+			}
+			switch k {
+			case "index":
+				var n json.Number
+				if dec.Decode(&n) != nil {
+					return dst, false
+				}
+				i, err := strconv.Atoi(n.String())
+				if err != nil {
+					return dst, false
+				}
+				a.index = i
+			case "function":
+				if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+					return dst, false
+				}
+				for dec.More() {
+					fk, err := dec.Token()
+					if err != nil {
+						return dst, false
+					}
+					if fk != "arguments" {
+						if fk == "name" {
+							var n json.RawMessage
+							if dec.Decode(&n) != nil {
+								return dst, false
+							}
+							_ = json.Unmarshal(n, &a.name)
+						} else if dec.Decode(new(json.RawMessage)) != nil {
+							return dst, false
+						}
+						a.other = true
+						continue
+					}
+					off := int(dec.InputOffset())
+					t, err := dec.Token()
+					if err != nil {
+						return dst, false
+					}
+					s, isStr := t.(string)
+					if !isStr {
+						a.other = true
+						continue
+					}
+					q := strings.IndexByte(raw[off:], '"')
+					if q < 0 {
+						return dst, false
+					}
+					a.start, a.end, a.text = off+q, int(dec.InputOffset()), s
+				}
+				if _, err := dec.Token(); err != nil {
+					return dst, false
+				}
+			default:
+				if dec.Decode(new(json.RawMessage)) != nil {
+					return dst, false
+				}
+				a.other = true
+			}
+		}
+		if _, err := dec.Token(); err != nil {
+			return dst, false
+		}
+		dst = append(dst, a)
+	}
+	return dst, true
+}
+
+// spliceArgs returns raw with the arguments of each tool call of args set
+// to texts[i] (args' spans, in order), every other byte kept.
+func spliceArgs(raw string, args []toolArg, texts []string) string {
+	var b strings.Builder
+	at := 0
+	for i, a := range args {
+		if a.start < 0 {
+			continue
+		}
+		b.WriteString(raw[at:a.start])
+		b.Write(jsonstring.Append(nil, texts[i]))
+		at = a.end
+	}
+	b.WriteString(raw[at:])
+	return b.String()
+}
+
+// checkJSON applies the response rules to a JSON answer, in place:
+// redactions rewrite resp; a denial is returned (403).
+func (g *answerGuard) checkJSON(resp *flexwayv1.ChatCompletion) error {
+	for _, ch := range resp.GetChoices() {
+		m := ch.GetMessage()
+		if m == nil {
+			continue
+		}
+		switch c := m.Content.(type) {
+		case *flexwayv1.ChatMessage_Text:
+			s, err := g.text(c.Text)
+			if err != nil {
+				return err
+			}
+			c.Text = s
+		case *flexwayv1.ChatMessage_Parts:
+			for _, p := range c.Parts.GetParts() {
+				if p.GetType() == "text" {
+					s, err := g.text(p.GetText())
+					if err != nil {
+						return err
+					}
+					p.Text = &s
+				}
+			}
+		}
+		for _, f := range [...]string{"reasoning_content", "refusal"} {
+			if s, ok := jsonText(m.GetExtraFields()[f]); ok {
+				r, err := g.text(s)
+				if err != nil {
+					return err
+				}
+				if r != s {
+					m.ExtraFields[f] = quote(r)
+				}
+			}
+		}
+		if raw, ok := m.GetExtraFields()["tool_calls"]; ok && g.sc != nil {
+			args, _ := toolArgs(raw, nil)
+			texts := make([]string, len(args))
+			changed := false
+			for i, a := range args {
+				r, err := g.text(a.text)
+				if err != nil {
+					return err
+				}
+				texts[i] = r
+				changed = changed || r != a.text
+			}
+			if changed {
+				m.ExtraFields["tool_calls"] = spliceArgs(raw, args, texts)
+			}
+		}
+	}
+	if len(g.whole) == 0 {
+		return nil
+	}
+	var texts []answerText
+	for i, ch := range resp.GetChoices() {
+		m := ch.GetMessage()
+		loc := "choices[" + strconv.Itoa(i) + "].message."
+		if s := messageText(m); s != "" || m.GetText() != "" {
+			texts = append(texts, answerText{loc: loc + "content", text: s, content: true, set: func(s string) { m.Content = &flexwayv1.ChatMessage_Text{Text: s} }})
+		}
+		for _, f := range [...]string{"reasoning_content", "refusal"} {
+			if s, ok := jsonText(m.GetExtraFields()[f]); ok {
+				texts = append(texts, answerText{loc: loc + f, text: s, set: func(s string) { m.ExtraFields[f] = quote(s) }})
+			}
+		}
+		if raw, ok := m.GetExtraFields()["tool_calls"]; ok {
+			args, _ := toolArgs(raw, nil)
+			for k, a := range args {
+				if a.start < 0 {
+					continue
+				}
+				texts = append(texts, answerText{loc: loc + "tool_calls[" + strconv.Itoa(k) + "].function.arguments", text: a.text, tool: a.name, isTool: true,
+					set: func(s string) {
+						raw := m.ExtraFields["tool_calls"]
+						args, _ := toolArgs(raw, nil)
+						ts := make([]string, len(args))
+						for j := range args {
+							ts[j] = args[j].text
+						}
+						ts[k] = s
+						m.ExtraFields["tool_calls"] = spliceArgs(raw, args, ts)
+					}})
+			}
+		}
+	}
+	return g.checkWhole(texts)
+}
+
+// messageText is a message's content as one text: its string, or its
+// text parts joined.
+func messageText(m *flexwayv1.ChatMessage) string {
+	if p := m.GetParts(); p != nil {
+		var b strings.Builder
+		for _, part := range p.GetParts() {
+			if part.GetType() == "text" {
+				b.WriteString(part.GetText())
+			}
+		}
+		return b.String()
+	}
+	return m.GetText()
+}
+
+// answerText is one text of a final answer for the whole rules: where it
+// is (a webhook location), what it is, and how a replacement is written.
+type answerText struct {
+	loc     string
+	text    string
+	content bool   // a choice's content (json_schema: response_format)
+	isTool  bool   // a tool call's arguments (json_schema: the tool's parameters)
+	tool    string // the tool call's function name
+	set     func(string)
+}
+
+// checkWhole applies the whole rules to the final answer's texts, after
+// the text rules: json_schema validates each content against the
+// request's response_format schema and each tool call's arguments against
+// its tool; a webhook sees every text and may deny or replace some.
+func (g *answerGuard) checkWhole(texts []answerText) error {
+	for _, w := range g.whole {
+		switch w.Type {
+		case config.GuardrailJSONSchema:
+			if g.reqErr != nil {
+				return faults.Wrap(faults.InvalidRequest, g.reqErr, "response_format or tools: the schema does not compile")
+			}
+			failed := false
+			for _, t := range texts {
+				switch {
+				case t.content && g.schema != nil:
+					failed = failed || g.schema.Validate(t.text) != nil
+				case t.isTool && g.tools != nil:
+					failed = failed || g.tools.Validate(t.tool, t.text) != nil
+				}
+			}
+			if failed {
+				if err := g.verdict(w.Policy, w.Type, w.Action, w.Shadow); err != nil {
+					return err
+				}
+			}
+		case config.GuardrailWebhook:
+			if err := g.webhook(w, texts); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// webhook asks w's service about texts and applies its verdict.
+func (g *answerGuard) webhook(w *policy.WholeRule, texts []answerText) error {
+	req := webhook.Request{Phase: guardrail.Response, Sensitive: g.st.Sensitive, Metadata: webhook.Metadata{
+		Tenant: g.st.Tenant, Agent: g.st.Agent, Policy: w.Policy, Operation: g.st.Operation, Phase: guardrail.Response.String(), RequestID: g.st.RequestID,
+	}}
+	if g.rawTools != "" {
+		req.Tools = json.RawMessage(g.rawTools)
+	}
+	for _, t := range texts {
+		req.Texts = append(req.Texts, webhook.Text{Role: "assistant", Location: t.loc, Text: t.text})
+	}
+	v, _ := w.Webhook.Check(g.ctx, req)
+	switch v.Action {
+	case webhook.Allow:
+		return nil
+	case webhook.Replace:
+		if err := g.verdict(w.Policy, w.Type, guardrail.Redact, w.Shadow); err != nil || w.Shadow {
+			return err
+		}
+		for _, r := range v.Texts {
+			for _, t := range texts {
+				if t.loc == r.Location {
+					t.set(r.Text)
+				}
+			}
+		}
+		return nil
+	default:
+		return g.verdict(w.Policy, w.Type, w.Action, w.Shadow)
+	}
+}
+
+// errAnswerTooLong is the refusal of a stream whose answer passes the
+// bound the whole rules buffer.
+func (g *answerGuard) errAnswerTooLong() error {
+	return faults.New(faults.GuardrailViolation, "the answer passes %d bytes, the most a json_schema or webhook rule of the call's policies buffers to judge it whole", g.max)
+}
+
+// channel returns the channel (choice, kind, tool), made on first use.
+func (g *answerGuard) channel(choice int32, kind uint8, tool int) *guardChannel {
+	for _, c := range g.chans {
+		if c.choice == choice && c.kind == kind && c.tool == tool {
+			return c
+		}
+	}
+	c := &guardChannel{choice: choice, kind: kind, tool: tool, h: g.sc.NewHolder()}
+	g.chans = append(g.chans, c)
+	return c
+}
+
+// push adds s to c; what c releases is added to c.out.
+func (g *answerGuard) push(c *guardChannel, s string) error {
+	rel, found := c.h.Push(s)
+	if err := g.matches(found); err != nil {
+		return err
+	}
+	c.out += rel
+	c.hit = true
+	if g.buffer {
+		c.all.WriteString(rel)
+	}
+	return nil
+}
+
+// flush ends c; what it still held is added to c.out.
+func (g *answerGuard) flush(c *guardChannel) error {
+	if c.done {
+		return nil
+	}
+	c.done = true
+	rel, found := c.h.Flush()
+	if err := g.matches(found); err != nil {
+		return err
+	}
+	if rel != "" {
+		c.out += rel
+		c.hit = true
+		if g.buffer {
+			c.all.WriteString(rel)
+		}
+	}
+	return nil
+}
+
+// chunk rewrites one upstream chunk in place: each text channel's text is
+// pushed and replaced by what its holder releases; at a choice's
+// finish_reason its holders are flushed into the chunk. drop is set when
+// the chunk carried only held text (nothing to send). A denial is
+// returned: nothing of the chunk may be sent.
+func (g *answerGuard) chunk(ch *flexwayv1.ChatCompletionChunk) (drop bool, err error) {
+	g.last = ch
+	before := hasContent(ch)
+	keep := false // the chunk carries something besides held text
+	var args []toolArg
+	for _, choice := range ch.GetChoices() {
+		idx, d := choice.GetIndex(), choice.GetDelta()
+		if d == nil {
+			continue
+		}
+		keep = keep || d.GetRole() != ""
+		if s := d.GetText(); s != "" {
+			if err := g.push(g.channel(idx, chanContent, 0), s); err != nil {
+				return false, err
+			}
+		}
+		for _, p := range d.GetParts().GetParts() {
+			if p.GetType() == "text" && p.GetText() != "" {
+				c := g.channel(idx, chanContent, 0)
+				if err := g.push(c, p.GetText()); err != nil {
+					return false, err
+				}
+				out := c.out
+				p.Text, c.out, c.hit = &out, "", false
+			}
+		}
+		if s, ok := jsonText(d.GetExtraFields()["reasoning_content"]); ok && s != "" {
+			if err := g.push(g.channel(idx, chanReasoning, 0), s); err != nil {
+				return false, err
+			}
+		}
+		if s, ok := jsonText(d.GetExtraFields()["refusal"]); ok && s != "" {
+			if err := g.push(g.channel(idx, chanRefusal, 0), s); err != nil {
+				return false, err
+			}
+		}
+		raw, hasTools := d.GetExtraFields()["tool_calls"]
+		args = args[:0]
+		if hasTools {
+			args, _ = toolArgs(raw, args)
+			for _, a := range args {
+				c := g.channel(idx, chanTool, a.index)
+				if a.name != "" {
+					c.name = a.name
+				}
+				if a.start >= 0 {
+					if err := g.push(c, a.text); err != nil {
+						return false, err
+					}
+				}
+				if a.other {
+					keep = true // the call's id or name must go out
+				}
+			}
+		}
+		if choice.FinishReason != nil {
+			for _, c := range g.chans {
+				if c.choice == idx {
+					if err := g.flush(c); err != nil {
+						return false, err
+					}
+				}
+			}
+		}
+		g.write(idx, d, raw, args)
+	}
+	if before && !keep && !hasContent(ch) {
+		return true, nil
+	}
+	return false, nil
+}
+
+// write sets the delta's text fields of choice idx to what its channels
+// released (c.out), raw and args being its tool_calls as received.
+func (g *answerGuard) write(idx int32, d *flexwayv1.ChatMessage, raw string, args []toolArg) {
+	var toolTexts []string
+	var extra []string
+	for _, c := range g.chans {
+		if c.choice != idx || !c.hit {
+			continue
+		}
+		switch c.kind {
+		case chanContent:
+			if c.out == "" && d.GetText() == "" {
+				break
+			}
+			if t, ok := d.Content.(*flexwayv1.ChatMessage_Text); ok {
+				t.Text = c.out // the chunk's own wrapper: no allocation
+			} else if d.GetParts() == nil {
+				d.Content = &flexwayv1.ChatMessage_Text{Text: c.out}
+			} else if c.out != "" {
+				out := c.out
+				d.GetParts().Parts = append(d.GetParts().Parts, &flexwayv1.ContentPart{Type: "text", Text: &out})
+			}
+		case chanReasoning, chanRefusal:
+			f := "reasoning_content"
+			if c.kind == chanRefusal {
+				f = "refusal"
+			}
+			if d.ExtraFields == nil {
+				d.ExtraFields = map[string]string{}
+			}
+			if _, ok := d.ExtraFields[f]; ok || c.out != "" {
+				d.ExtraFields[f] = quote(c.out)
+			}
+		case chanTool:
+			i := -1
+			for j, a := range args {
+				if a.index == c.tool && a.start >= 0 {
+					i = j
+				}
+			}
+			if i >= 0 {
+				if toolTexts == nil {
+					toolTexts = make([]string, len(args))
+					for j := range args {
+						toolTexts[j] = args[j].text
+					}
+				}
+				toolTexts[i] = c.out
+			} else if c.out != "" {
+				extra = append(extra, `{"index":`+strconv.Itoa(c.tool)+`,"function":{"arguments":`+quote(c.out)+`}}`)
+			}
+		}
+		c.out, c.hit = "", false
+	}
+	if toolTexts != nil {
+		raw = spliceArgs(raw, args, toolTexts)
+	}
+	if len(extra) > 0 {
+		if raw == "" || raw == "null" {
+			raw = "[" + strings.Join(extra, ",") + "]"
+		} else {
+			raw = strings.TrimRight(raw, " \t\r\n")
+			raw = raw[:len(raw)-1] + "," + strings.Join(extra, ",") + "]"
+			if strings.HasPrefix(strings.TrimLeft(raw[1:], " \t\r\n"), ",") {
+				raw = "[" + strings.TrimLeft(raw[1:], " \t\r\n")[1:]
+			}
+		}
+	}
+	if toolTexts != nil || len(extra) > 0 {
+		if d.ExtraFields == nil {
+			d.ExtraFields = map[string]string{}
+		}
+		d.ExtraFields["tool_calls"] = raw
+	}
+}
+
+// end flushes every channel not yet flushed (a stream that ended without
+// a choice's finish_reason): the chunk carrying what they held, or nil.
+func (g *answerGuard) end() (*flexwayv1.ChatCompletionChunk, error) {
+	var out *flexwayv1.ChatCompletionChunk
+	for _, c := range g.chans {
+		if c.done {
+			continue
+		}
+		if err := g.flush(c); err != nil {
+			return nil, err
+		}
+		if !c.hit {
+			continue
+		}
+		if out == nil {
+			l := g.last
+			out = &flexwayv1.ChatCompletionChunk{Id: l.GetId(), Object: l.GetObject(), Created: l.GetCreated(), Model: l.GetModel()}
+		}
+		var choice *flexwayv1.ChatCompletionChunkChoice
+		for _, ch := range out.Choices {
+			if ch.Index == c.choice {
+				choice = ch
+			}
+		}
+		if choice == nil {
+			choice = &flexwayv1.ChatCompletionChunkChoice{Index: c.choice, Delta: &flexwayv1.ChatMessage{}}
+			out.Choices = append(out.Choices, choice)
+		}
+		g.write(c.choice, choice.Delta, "", nil)
+	}
+	return out, nil
+}
+
+// streamTexts are a buffered stream's final texts for the whole rules;
+// a replacement rewrites the buffered chunks.
+func (g *answerGuard) streamTexts() []answerText {
+	var texts []answerText
+	for _, c := range g.chans {
+		loc := "choices[" + strconv.Itoa(int(c.choice)) + "].message."
+		t := answerText{text: c.all.String()}
+		switch c.kind {
+		case chanContent:
+			t.loc, t.content = loc+"content", true
+		case chanReasoning:
+			t.loc = loc + "reasoning_content"
+		case chanRefusal:
+			t.loc = loc + "refusal"
+		case chanTool:
+			t.loc, t.isTool, t.tool = loc+"tool_calls["+strconv.Itoa(c.tool)+"].function.arguments", true, c.name
+		}
+		t.set = func(s string) { g.replace(c, s) }
+		texts = append(texts, t)
+	}
+	return texts
+}
+
+// replace sets channel c's text in the buffered chunks to s: the first
+// chunk that carries it gets s whole, the others nothing.
+func (g *answerGuard) replace(c *guardChannel, s string) {
+	first := true
+	for _, ch := range g.ordered {
+		for _, choice := range ch.GetChoices() {
+			if choice.GetIndex() != c.choice || choice.GetDelta() == nil {
+				continue
+			}
+			d := choice.Delta
+			var carried bool
+			switch c.kind {
+			case chanContent:
+				carried = d.GetText() != "" || (first && d.GetParts() == nil && (choice.FinishReason != nil))
+				if d.GetText() != "" {
+					if first {
+						d.Content = &flexwayv1.ChatMessage_Text{Text: s}
+					} else {
+						d.Content = &flexwayv1.ChatMessage_Text{Text: ""}
+					}
+				}
+			case chanReasoning, chanRefusal:
+				f := "reasoning_content"
+				if c.kind == chanRefusal {
+					f = "refusal"
+				}
+				if v, ok := jsonText(d.GetExtraFields()[f]); ok && v != "" {
+					carried = true
+					if first {
+						d.ExtraFields[f] = quote(s)
+					} else {
+						d.ExtraFields[f] = `""`
+					}
+				}
+			case chanTool:
+				raw, ok := d.GetExtraFields()["tool_calls"]
+				if !ok {
+					continue
+				}
+				args, _ := toolArgs(raw, nil)
+				ts := make([]string, len(args))
+				for j, a := range args {
+					ts[j] = a.text
+					if a.index == c.tool && a.start >= 0 {
+						carried = true
+						if first {
+							ts[j] = s
+						} else {
+							ts[j] = ""
+						}
+					}
+				}
+				d.ExtraFields["tool_calls"] = spliceArgs(raw, args, ts)
+			}
+			if carried {
+				first = false
+			}
+		}
+	}
+}
+
+// release ends a buffered stream: the whole rules judge the final answer,
+// then every chunk buffered is returned to be sent (or the refusal).
+func (g *answerGuard) release() ([]*flexwayv1.ChatCompletionChunk, error) {
+	if err := g.checkWhole(g.streamTexts()); err != nil {
+		return nil, err
+	}
+	return g.ordered, nil
+}

@@ -1,0 +1,437 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
+
+	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
+	"github.com/flexway/flexway/server/call"
+	"github.com/flexway/flexway/server/config"
+	"github.com/flexway/flexway/server/faults"
+	"github.com/flexway/flexway/server/guardrail"
+	"github.com/flexway/flexway/server/openaiwire"
+	"github.com/flexway/flexway/server/policy"
+)
+
+// guardState is a call state whose policies are one policy named p with
+// the given response rules (shadow: in governance.mode shadow).
+func guardState(t testing.TB, shadow bool, prompt []config.GuardrailRule, response ...config.GuardrailRule) *call.State {
+	t.Helper()
+	p := config.Policy{Name: "p", Guardrails: &config.Guardrails{Prompt: prompt, Response: response}}
+	if shadow {
+		p.Governance = &config.Governance{Mode: "shadow"}
+	}
+	tb := policy.MustCompile([]config.Policy{p})
+	return &call.State{RequestID: "r1", Tenant: "t", Policies: policy.Set{Policies: tb.Policies()}}
+}
+
+var (
+	redactCards = config.GuardrailRule{Type: "pii", Action: "redact", Entities: []string{"credit_card"}}
+	denySecrets = config.GuardrailRule{Type: "secrets", Action: "deny"}
+)
+
+// sliceStream replays chunks, then io.EOF.
+type sliceStream struct {
+	chunks []*flexwayv1.ChatCompletionChunk
+}
+
+func (s *sliceStream) Recv() (*flexwayv1.ChatCompletionChunk, error) {
+	if len(s.chunks) == 0 {
+		return nil, io.EOF
+	}
+	ch := s.chunks[0]
+	s.chunks = s.chunks[1:]
+	return ch, nil
+}
+
+// recorder is the client's side: every chunk sent, as OpenAI SSE data.
+type recorder struct {
+	grpc.ServerStream
+	sent []*flexwayv1.ChatCompletionChunk
+}
+
+func (r *recorder) Context() context.Context { return context.Background() }
+func (r *recorder) Send(ch *flexwayv1.ChatCompletionChunk) error {
+	r.sent = append(r.sent, proto.Clone(ch).(*flexwayv1.ChatCompletionChunk))
+	return nil
+}
+
+// wire is the SSE bytes of the chunks sent.
+func (r *recorder) wire() string {
+	var b []byte
+	for _, ch := range r.sent {
+		b = append(b, "data: "...)
+		b = openaiwire.AppendChatCompletionChunk(b, ch)
+		b = append(b, "\n\n"...)
+	}
+	return string(b)
+}
+
+// content is what a client concatenates of choice i's content, and of a
+// field of its extra fields (decoded JSON strings).
+func (r *recorder) content(i int32, field string) string {
+	var b strings.Builder
+	for _, ch := range r.sent {
+		for _, c := range ch.GetChoices() {
+			if c.GetIndex() != i {
+				continue
+			}
+			if field == "" {
+				b.WriteString(c.GetDelta().GetText())
+			} else if s, ok := jsonText(c.GetDelta().GetExtraFields()[field]); ok {
+				b.WriteString(s)
+			}
+		}
+	}
+	return b.String()
+}
+
+func textChunk(i int32, s string) *flexwayv1.ChatCompletionChunk {
+	return &flexwayv1.ChatCompletionChunk{Id: "c1", Object: "chat.completion.chunk", Model: "m", Choices: []*flexwayv1.ChatCompletionChunkChoice{
+		{Index: i, Delta: &flexwayv1.ChatMessage{Content: &flexwayv1.ChatMessage_Text{Text: s}}},
+	}}
+}
+
+func roleChunk() *flexwayv1.ChatCompletionChunk {
+	return &flexwayv1.ChatCompletionChunk{Id: "c1", Object: "chat.completion.chunk", Model: "m", Choices: []*flexwayv1.ChatCompletionChunkChoice{
+		{Index: 0, Delta: &flexwayv1.ChatMessage{Role: "assistant", Content: &flexwayv1.ChatMessage_Text{Text: ""}}},
+	}}
+}
+
+func finishChunk(i int32) *flexwayv1.ChatCompletionChunk {
+	return &flexwayv1.ChatCompletionChunk{Id: "c1", Object: "chat.completion.chunk", Model: "m", Choices: []*flexwayv1.ChatCompletionChunkChoice{
+		{Index: i, Delta: &flexwayv1.ChatMessage{}, FinishReason: proto.String("stop")},
+	}}
+}
+
+// relayGuarded relays chunks under st's response rules for req.
+func relayGuarded(t testing.TB, st *call.State, req *flexwayv1.CreateChatCompletionRequest, chunks ...*flexwayv1.ChatCompletionChunk) (*recorder, call.Outcome, error) {
+	t.Helper()
+	c := New(Options{})
+	r := &recorder{}
+	var o call.Outcome
+	g := c.newAnswerGuard(context.Background(), st, req)
+	_, err := c.relay(r, &sliceStream{chunks: chunks}, &o, false, false, 0, g)
+	return r, o, err
+}
+
+// TestStreamCardSplitEverywhere splits a text with a card number at every
+// position across two chunks, and into single bytes: the client's content
+// is always Redacted(whole), and the finish chunk comes after it.
+func TestStreamCardSplitEverywhere(t *testing.T) {
+	st := guardState(t, false, nil, redactCards)
+	whole := "card 4111 1111 1111 1111, thanks"
+	want := "card [REDACTED:credit_card], thanks"
+	for i := 0; i <= len(whole); i++ {
+		r, o, err := relayGuarded(t, st, nil, roleChunk(), textChunk(0, whole[:i]), textChunk(0, whole[i:]), finishChunk(0))
+		if err != nil {
+			t.Fatalf("split %d: %v", i, err)
+		}
+		if got := r.content(0, ""); got != want {
+			t.Fatalf("split %d: content %q, want %q", i, got, want)
+		}
+		if strings.Contains(r.wire(), "1111") {
+			t.Fatalf("split %d: a digit group reached the client: %s", i, r.wire())
+		}
+		last := r.sent[len(r.sent)-1]
+		if last.GetChoices()[0].GetFinishReason() != "stop" {
+			t.Fatalf("split %d: last chunk %v, want the finish", i, last)
+		}
+		if o.OutputBytes != int64(len(whole)) {
+			t.Fatalf("split %d: output bytes %d, want the upstream's %d", i, o.OutputBytes, len(whole))
+		}
+	}
+	chunks := []*flexwayv1.ChatCompletionChunk{roleChunk()}
+	for i := range len(whole) {
+		chunks = append(chunks, textChunk(0, whole[i:i+1]))
+	}
+	r, _, err := relayGuarded(t, st, nil, append(chunks, finishChunk(0))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.content(0, ""); got != want {
+		t.Fatalf("single bytes: content %q, want %q", got, want)
+	}
+	if got := st.Guardrails(); len(got) != 1 || got[0] != (call.GuardrailVerdict{Policy: "p", Rule: "pii", Phase: "response", Action: "redact"}) {
+		t.Fatalf("verdicts %+v", got)
+	}
+}
+
+// TestStreamHeldRemainderAtEOF: a stream that ends without a finish_reason
+// still gets what was held, before its end.
+func TestStreamHeldRemainderAtEOF(t *testing.T) {
+	st := guardState(t, false, nil, redactCards)
+	r, _, err := relayGuarded(t, st, nil, textChunk(0, "ok 4111 1111 "), textChunk(0, "1111 1111"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.content(0, ""); got != "ok [REDACTED:credit_card]" {
+		t.Fatalf("content %q", got)
+	}
+}
+
+// TestStreamDenyMidStream: a secret denied mid-stream ends it with the
+// guardrail's refusal, and no byte of the key was sent.
+func TestStreamDenyMidStream(t *testing.T) {
+	st := guardState(t, false, nil, denySecrets)
+	key := "sk-ant-api03-" + strings.Repeat("a1B2", 12)
+	r, _, err := relayGuarded(t, st, nil, roleChunk(), textChunk(0, "Hello there, friend. The key is "), textChunk(0, key[:10]), textChunk(0, key[10:]+" ok"), finishChunk(0))
+	fe := faults.As(err)
+	if fe.Reason != faults.GuardrailViolation {
+		t.Fatalf("err %v, want guardrail_violation", err)
+	}
+	if !strings.Contains(fe.Message, `secrets rule of policy "p"`) || strings.Contains(fe.Message, "sk-") {
+		t.Fatalf("message %q", fe.Message)
+	}
+	if strings.Contains(r.wire(), "sk-") || strings.Contains(r.wire(), "stop") {
+		t.Fatalf("sent %s", r.wire())
+	}
+	if !strings.HasPrefix("Hello there, friend. The key is ", r.content(0, "")) || r.content(0, "") == "" {
+		t.Fatalf("content %q", r.content(0, ""))
+	}
+}
+
+// TestStreamDenyBeforeAnythingSent: a denial in the first content chunk
+// leaves nothing sent (the front answers a plain 403).
+func TestStreamDenyBeforeAnythingSent(t *testing.T) {
+	st := guardState(t, false, nil, denySecrets)
+	r, o, err := relayGuarded(t, st, nil, roleChunk(), textChunk(0, "AKIAIOSFODNN7EXAMPLE is it"), finishChunk(0))
+	if faults.As(err).Reason != faults.GuardrailViolation || len(r.sent) != 0 {
+		t.Fatalf("err %v, sent %d", err, len(r.sent))
+	}
+	if !o.Served || o.OutputBytes == 0 {
+		t.Fatalf("outcome %+v: the upstream's output is charged", o)
+	}
+}
+
+// TestStreamChoicesAndChannels: two choices, reasoning_content and a tool
+// call's arguments are each their own channel.
+func TestStreamChoicesAndChannels(t *testing.T) {
+	st := guardState(t, false, nil, redactCards)
+	mk := func(i int32, field, raw string) *flexwayv1.ChatCompletionChunk {
+		return &flexwayv1.ChatCompletionChunk{Id: "c1", Choices: []*flexwayv1.ChatCompletionChunkChoice{{Index: i, Delta: &flexwayv1.ChatMessage{ExtraFields: map[string]string{field: raw}}}}}
+	}
+	r, _, err := relayGuarded(t, st, nil,
+		textChunk(0, "a 4111 1111 "), textChunk(1, "b 5555 5555 "),
+		mk(0, "reasoning_content", `"r 4111 1111 "`),
+		mk(1, "tool_calls", `[{"index":0,"id":"call_1","type":"function","function":{"name":"pay","arguments":""}}]`),
+		mk(1, "tool_calls", `[{"index":0,"function":{"arguments":"{\"card\":\"4111 1111 "}}]`),
+		mk(1, "tool_calls", `[{"index":0,"function":{"arguments":"1111 1111\"}"}}]`),
+		textChunk(0, "1111 1111"), textChunk(1, "5555 4444"),
+		mk(0, "reasoning_content", `"1111 1111"`),
+		finishChunk(0), finishChunk(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		i           int32
+		field, want string
+	}{
+		{0, "", "a [REDACTED:credit_card]"},
+		{1, "", "b [REDACTED:credit_card]"},
+		{0, "reasoning_content", "r [REDACTED:credit_card]"},
+	} {
+		if got := r.content(c.i, c.field); got != c.want {
+			t.Errorf("choice %d %q: %q, want %q", c.i, c.field, got, c.want)
+		}
+	}
+	var args strings.Builder
+	for _, ch := range r.sent {
+		for _, c := range ch.GetChoices() {
+			if raw, ok := c.GetDelta().GetExtraFields()["tool_calls"]; ok {
+				as, ok := toolArgs(raw, nil)
+				if !ok {
+					t.Fatalf("tool_calls %s", raw)
+				}
+				for _, a := range as {
+					args.WriteString(a.text)
+				}
+			}
+		}
+	}
+	if got := args.String(); got != `{"card":"[REDACTED:credit_card]"}` {
+		t.Errorf("tool arguments %q", got)
+	}
+	if !strings.Contains(r.wire(), `"id":"call_1","type":"function","function":{"name":"pay","arguments":""}`) {
+		t.Errorf("the tool call's first delta changed: %s", r.wire())
+	}
+}
+
+// TestStreamShadow: a shadow policy's rules report would_redact and
+// change nothing.
+func TestStreamShadow(t *testing.T) {
+	st := guardState(t, true, nil, redactCards)
+	r, _, err := relayGuarded(t, st, nil, textChunk(0, "4111 1111 "), textChunk(0, "1111 1111"), finishChunk(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.content(0, ""); got != "4111 1111 1111 1111" {
+		t.Fatalf("content %q", got)
+	}
+	if got := st.Guardrails(); len(got) != 1 || got[0].Action != "would_redact" {
+		t.Fatalf("verdicts %+v", got)
+	}
+}
+
+// TestStreamNoResponseRulesByteIdentical: a policy with prompt rules only
+// gives no guard, and the stream's bytes are those of a call without one.
+func TestStreamNoResponseRulesByteIdentical(t *testing.T) {
+	chunks := func() []*flexwayv1.ChatCompletionChunk {
+		return []*flexwayv1.ChatCompletionChunk{roleChunk(), textChunk(0, "4111 1111 "), textChunk(0, "1111 1111"), finishChunk(0)}
+	}
+	st := guardState(t, false, []config.GuardrailRule{redactCards})
+	if g := New(Options{}).newAnswerGuard(context.Background(), st, nil); g != nil {
+		t.Fatal("a guard for a policy without response rules")
+	}
+	with, _, err := relayGuarded(t, st, nil, chunks()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	without, _, err := relayGuarded(t, &call.State{}, nil, chunks()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if with.wire() != without.wire() || len(with.sent) != 4 {
+		t.Fatalf("with an unrelated policy:\n%s\nwithout:\n%s", with.wire(), without.wire())
+	}
+}
+
+var schemaReq = &flexwayv1.CreateChatCompletionRequest{ExtraFields: map[string]string{
+	"response_format": `{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"object","required":["id"],"properties":{"id":{"type":"integer"}}}}}`,
+	"tools":           `[{"type":"function","function":{"name":"pay","parameters":{"type":"object","required":["amount"]}}}]`,
+}}
+
+// TestStreamJSONSchema: with a json_schema rule the stream is buffered and
+// judged whole: an invalid answer is refused before any byte is sent, a
+// valid one is sent whole.
+func TestStreamJSONSchema(t *testing.T) {
+	st := guardState(t, false, nil, config.GuardrailRule{Type: "json_schema", Action: "deny"})
+	r, _, err := relayGuarded(t, st, schemaReq, roleChunk(), textChunk(0, `{"id":`), textChunk(0, `"x"}`), finishChunk(0))
+	if faults.As(err).Reason != faults.GuardrailViolation || len(r.sent) != 0 {
+		t.Fatalf("invalid: err %v, sent %s", err, r.wire())
+	}
+	r, _, err = relayGuarded(t, st, schemaReq, roleChunk(), textChunk(0, `{"id":`), textChunk(0, `7}`), finishChunk(0))
+	if err != nil || r.content(0, "") != `{"id":7}` || len(r.sent) != 4 {
+		t.Fatalf("valid: err %v, sent %s", err, r.wire())
+	}
+	// Without a schema in the request the rule does nothing: no buffering.
+	if g := New(Options{}).newAnswerGuard(context.Background(), st, &flexwayv1.CreateChatCompletionRequest{}); g == nil || g.buffer {
+		t.Fatalf("guard %+v", g)
+	}
+}
+
+// TestStreamBufferBound: a buffered answer past MaxAnswerBytes is refused.
+func TestStreamBufferBound(t *testing.T) {
+	st := guardState(t, false, nil, config.GuardrailRule{Type: "json_schema", Action: "deny"})
+	c := New(Options{MaxAnswerBytes: 8})
+	r := &recorder{}
+	var o call.Outcome
+	_, err := c.relay(r, &sliceStream{chunks: []*flexwayv1.ChatCompletionChunk{textChunk(0, `{"id":`), textChunk(0, `7    }`)}}, &o, false, false, 0, c.newAnswerGuard(context.Background(), st, schemaReq))
+	if fe := faults.As(err); fe.Reason != faults.GuardrailViolation || !strings.Contains(fe.Message, "8 bytes") || len(r.sent) != 0 {
+		t.Fatalf("err %v, sent %d", err, len(r.sent))
+	}
+}
+
+// TestJSONAnswer: a JSON answer's content, reasoning, refusal and tool
+// call arguments (\u escapes decoded) are redacted; a denial and a schema
+// failure are refusals.
+func TestJSONAnswer(t *testing.T) {
+	st := guardState(t, false, nil, redactCards)
+	resp := &flexwayv1.ChatCompletion{Choices: []*flexwayv1.ChatCompletionChoice{{Message: &flexwayv1.ChatMessage{
+		Role:    "assistant",
+		Content: &flexwayv1.ChatMessage_Text{Text: "pay 4111 1111 1111 1111"},
+		ExtraFields: map[string]string{
+			"reasoning_content": `"r 4111-1111-1111-1111"`,
+			"refusal":           "null",
+			"tool_calls":        `[{"id":"call_1","type":"function","function":{"name":"pay","arguments":"{\"card\":\"4111\u00201111 1111 1111\"}"}}]`,
+		},
+	}}}}
+	g := New(Options{}).newAnswerGuard(context.Background(), st, schemaReq)
+	if err := g.checkJSON(resp); err != nil {
+		t.Fatal(err)
+	}
+	m := resp.GetChoices()[0].GetMessage()
+	if m.GetText() != "pay [REDACTED:credit_card]" || m.ExtraFields["reasoning_content"] != `"r [REDACTED:credit_card]"` || m.ExtraFields["refusal"] != "null" {
+		t.Fatalf("message %v", m)
+	}
+	if want := `[{"id":"call_1","type":"function","function":{"name":"pay","arguments":"{\"card\":\"[REDACTED:credit_card]\"}"}}]`; m.ExtraFields["tool_calls"] != want {
+		t.Fatalf("tool_calls %s\nwant %s", m.ExtraFields["tool_calls"], want)
+	}
+
+	st = guardState(t, false, nil, denySecrets, config.GuardrailRule{Type: "json_schema", Action: "deny"})
+	resp = &flexwayv1.ChatCompletion{Choices: []*flexwayv1.ChatCompletionChoice{{Message: &flexwayv1.ChatMessage{Content: &flexwayv1.ChatMessage_Text{Text: `{"id":"x"}`}}}}}
+	err := New(Options{}).newAnswerGuard(context.Background(), st, schemaReq).checkJSON(resp)
+	if fe := faults.As(err); fe.Reason != faults.GuardrailViolation || !strings.Contains(fe.Message, `json_schema rule of policy "p"`) {
+		t.Fatalf("schema: %v", err)
+	}
+	resp = &flexwayv1.ChatCompletion{Choices: []*flexwayv1.ChatCompletionChoice{{Message: &flexwayv1.ChatMessage{Content: &flexwayv1.ChatMessage_Text{Text: `{"id":1}`},
+		ExtraFields: map[string]string{"tool_calls": `[{"id":"c","type":"function","function":{"name":"pay","arguments":"{}"}}]`}}}}}
+	err = New(Options{}).newAnswerGuard(context.Background(), st, schemaReq).checkJSON(resp)
+	if faults.As(err).Reason != faults.GuardrailViolation {
+		t.Fatalf("tool arguments against the tool's parameters: %v", err)
+	}
+	resp.Choices[0].Message.ExtraFields = nil
+	resp.Choices[0].Message.Content = &flexwayv1.ChatMessage_Text{Text: `{"id":1} AKIAIOSFODNN7EXAMPLE`}
+	err = New(Options{}).newAnswerGuard(context.Background(), st, schemaReq).checkJSON(resp)
+	if fe := faults.As(err); !errors.Is(err, fe) || fe.Reason != faults.GuardrailViolation || !strings.Contains(fe.Message, "secrets") || strings.Contains(fe.Message, "AKIA") {
+		t.Fatalf("secret: %v", err)
+	}
+	_ = guardrail.Response
+}
+
+// hookServer is a webhook answering answer, recording what it was sent.
+func hookServer(t *testing.T, answer string) (*httptest.Server, *[]string) {
+	t.Helper()
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got = append(got, string(b))
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, answer)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &got
+}
+
+// TestWebhookAnswer: a response webhook sees the answer's texts with
+// their locations, after the text rules; its replace rewrites what the
+// client gets (JSON, and a stream released whole), its deny refuses.
+func TestWebhookAnswer(t *testing.T) {
+	srv, seen := hookServer(t, `{"action":"replace","texts":[{"location":"choices[0].message.content","text":"[censored]"}]}`)
+	hook := config.GuardrailRule{Type: "webhook", Action: "deny", URL: srv.URL, OnError: "deny"}
+	st := guardState(t, false, nil, redactCards, hook)
+	resp := &flexwayv1.ChatCompletion{Choices: []*flexwayv1.ChatCompletionChoice{{Message: &flexwayv1.ChatMessage{Content: &flexwayv1.ChatMessage_Text{Text: "card 4111 1111 1111 1111"}}}}}
+	if err := New(Options{}).newAnswerGuard(context.Background(), st, &flexwayv1.CreateChatCompletionRequest{}).checkJSON(resp); err != nil {
+		t.Fatal(err)
+	}
+	if got := resp.GetChoices()[0].GetMessage().GetText(); got != "[censored]" {
+		t.Fatalf("content %q", got)
+	}
+	if len(*seen) != 1 || !strings.Contains((*seen)[0], `{"role":"assistant","location":"choices[0].message.content","text":"card [REDACTED:credit_card]"}`) || strings.Contains((*seen)[0], "4111") {
+		t.Fatalf("webhook saw %q", *seen)
+	}
+
+	r, _, err := relayGuarded(t, st, nil, roleChunk(), textChunk(0, "card 4111 "), textChunk(0, "1111 1111 1111"), finishChunk(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.content(0, ""); got != "[censored]" || len(r.sent) < 2 {
+		t.Fatalf("stream content %q (%d chunks)", got, len(r.sent))
+	}
+
+	deny, _ := hookServer(t, `{"action":"deny","reason":"no"}`)
+	hook.URL = deny.URL
+	st = guardState(t, false, nil, hook)
+	r, _, err = relayGuarded(t, st, nil, roleChunk(), textChunk(0, "hello"), finishChunk(0))
+	if fe := faults.As(err); fe.Reason != faults.GuardrailViolation || !strings.Contains(fe.Message, `webhook rule of policy "p"`) || len(r.sent) != 0 {
+		t.Fatalf("deny: %v, sent %d", err, len(r.sent))
+	}
+}
