@@ -133,6 +133,18 @@ func TestPromptLogOnlyWherePolicyTurnsItOn(t *testing.T) {
 			t.Fatalf("stream did not end: %s", raw)
 		}
 	}
+	metrics, _ := io.ReadAll(send(t, g, "GET", "/metrics", nil, map[string]string{"Authorization": ""}).Body)
+	for _, want := range []string{
+		`flexway_prompt_log_dropped_total{policy="acme-log"} 0`, `flexway_prompt_log_failed_total{policy="acme-log"} 0`,
+		`flexway_prompt_log_dropped_total{policy="vault-log"} 0`, `flexway_prompt_log_failed_total{policy="vault-log"} 0`,
+	} {
+		if !strings.Contains(string(metrics), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if strings.Contains(string(metrics), promptLogMarker) {
+		t.Error("/metrics holds prompt text")
+	}
 	g.stop()
 	g.wait(t, 10*time.Second)
 
