@@ -104,7 +104,8 @@ func promptLogLines(t *testing.T, path string) map[string]map[string]json.RawMes
 // answer. A sensitive call is logged only under include_sensitive; a
 // more specific policy with enabled: false turns it off; the policy
 // without prompt_logging logs nothing anywhere; the audit line holds no
-// prompt text, nor does the gateway's log.
+// prompt text, nor does the gateway's log; /metrics has the dropped and
+// failed counters of each file, labelled by policy.
 func TestPromptLogOnlyWherePolicyTurnsItOn(t *testing.T) {
 	dir := t.TempDir()
 	g, auditPath, stderr := promptLogGateway(t, dir)
