@@ -174,25 +174,24 @@ func (a *answer) commit() {
 }
 
 func (a *answer) choice(index int32) *choice {
-	for _, c := range a.choices {
-		if c.index == index {
-			return c
-		}
-	}
-	c := &choice{index: index}
-	a.choices = append(a.choices, c)
-	return c
+	return findOrAdd(&a.choices, func(c *choice) bool { return c.index == index }, func() *choice { return &choice{index: index} })
 }
 
 func (c *choice) toolCall(index int) *toolCall {
-	for _, t := range c.toolCalls {
-		if t.index == index {
-			return t
+	return findOrAdd(&c.toolCalls, func(t *toolCall) bool { return t.index == index }, func() *toolCall { return &toolCall{index: index} })
+}
+
+// findOrAdd returns the first element of *list that is, appending a new
+// one when none is (the lists are a stream's few choices and tool calls).
+func findOrAdd[T any](list *[]*T, is func(*T) bool, add func() *T) *T {
+	for _, v := range *list {
+		if is(v) {
+			return v
 		}
 	}
-	t := &toolCall{index: index}
-	c.toolCalls = append(c.toolCalls, t)
-	return t
+	v := add()
+	*list = append(*list, v)
+	return v
 }
 
 // answer sets e's answer: one text-only choice as its text, anything
