@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -10,6 +11,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc/metadata"
+
+	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
 )
 
 // promptLogMarker is in every prompt of the prompt-log tests: it must
@@ -228,4 +233,42 @@ func keys[V any](m map[string]V) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// TestPromptLogGRPC: calls on the gRPC listener are logged the same way:
+// a unary call's answer and a stream's concatenated content, with the
+// request id the caller sent.
+func TestPromptLogGRPC(t *testing.T) {
+	dir := t.TempDir()
+	g, _, _ := promptLogGateway(t, dir)
+	client := flexwayv1.NewChatServiceClient(grpcConn(t, g))
+	req := &flexwayv1.CreateChatCompletionRequest{Model: "m-large", Messages: []*flexwayv1.ChatMessage{userMessage("grpc " + promptLogMarker)}}
+	ctx := metadata.AppendToOutgoingContext(withKey(t, demoKey), "x-request-id", "grpc-unary")
+	if _, err := client.CreateChatCompletion(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	ctx = metadata.AppendToOutgoingContext(withKey(t, demoKey), "x-request-id", "grpc-stream")
+	s, err := client.StreamChatCompletion(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := s.Recv(); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	}
+	g.stop()
+	g.wait(t, 10*time.Second)
+	lines := promptLogLines(t, filepath.Join(dir, "acme.jsonl"))
+	for _, id := range []string{"grpc-unary", "grpc-stream"} {
+		l := lines[id]
+		if string(l["answer"]) != `"one two three"` || string(l["messages"]) != `[{"role":"user","content":"grpc `+promptLogMarker+`"}]` {
+			t.Errorf("%s: %v", id, l)
+		}
+	}
+	if len(lines) != 2 {
+		t.Errorf("%d lines, want 2: %v", len(lines), keys(lines))
+	}
 }
