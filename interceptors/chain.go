@@ -18,6 +18,7 @@ import (
 	"github.com/flexway/flexway/interceptors/budget"
 	"github.com/flexway/flexway/interceptors/governance"
 	"github.com/flexway/flexway/interceptors/identity"
+	"github.com/flexway/flexway/interceptors/promptlog"
 	"github.com/flexway/flexway/interceptors/sensitivity"
 	"github.com/flexway/flexway/interceptors/validate"
 	"github.com/flexway/flexway/interceptors/vision"
@@ -52,6 +53,11 @@ type Config struct {
 	// Budget plans and meters chat, embeddings and proxied calls
 	// (server/metering); nil plans and meters nothing.
 	Budget budget.Meter
+	// PromptLog writes the prompt logs of the policies that turn
+	// prompt_logging on; nil, or a table in which no policy turns it on,
+	// leaves the interceptor out of the chain: a call no policy logs pays
+	// nothing for it.
+	PromptLog *promptlog.Config
 	// AdminKeySum is the SHA-256 of server.admin_key; nil turns the admin
 	// service away.
 	AdminKeySum *[sha256.Size]byte
@@ -64,8 +70,8 @@ type Config struct {
 // call passes the same interceptors. Calls pass them as an onion,
 // outermost first:
 //
-//	recovery → admin → identity → audit → sensitivity → validate → governance → vision → budget → service
-//	   ↑_______________________________________________________________________________________________|  (responses return outward)
+//	recovery → admin → identity → audit → sensitivity → validate → governance → vision → budget → prompt log → service
+//	   ↑____________________________________________________________________________________________________________|  (responses return outward)
 //
 // Validation, governance (the policies' model rules: stages 3 and 4 of
 // the AI pipeline) and the image checks come before the budget so that a
@@ -73,6 +79,11 @@ type Config struct {
 // audited too, and reads what the budget charged. The admin interceptor
 // checks the admin key on the admin service's calls and lets every other
 // call through; the admin service skips the tenant interceptors.
+//
+// The prompt log is innermost: it records the request as the service
+// receives it, after every other interceptor rewrote it, and the answer
+// as the service returns or sends it, after the core's response
+// guardrails.
 //
 // Health checks and reflection (grpc.health.v1, grpc.reflection.*) skip
 // identity and validation: they carry no tenant's traffic.
@@ -132,6 +143,10 @@ func New(c Config) (*Chain, error) {
 	if c.Budget != nil {
 		unary = append(unary, budget.UnaryServerInterceptor(c.Budget))
 		stream = append(stream, budget.StreamServerInterceptor(c.Budget))
+	}
+	if p := c.PromptLog; p != nil && p.Policies != nil && p.Policies.Logs() {
+		unary = append(unary, promptlog.UnaryServerInterceptor(*p))
+		stream = append(stream, promptlog.StreamServerInterceptor(*p))
 	}
 	return &Chain{
 		unary: composeUnary(unary...), exemptUnary: composeUnary(outerUnary...),

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -42,6 +45,56 @@ func TestValidateNotesNothing(t *testing.T) {
 		_ = validate(path, &out)
 		if strings.Contains(out.String(), "note:") || strings.Contains(out.String(), "not yet") {
 			t.Errorf("%s: validate notes a feature as not enforced:\n%s", file, out.String())
+		}
+	}
+}
+
+// TestValidateWarnsPromptLogging: validate warns, for every policy that
+// turns prompt_logging on, that prompts are collected and where, and once
+// more for include_sensitive; a disabled section warns nothing, and
+// validate creates no prompt log file.
+func TestValidateWarnsPromptLogging(t *testing.T) {
+	t.Setenv("FLEXWAY_TEST_KEY", demoKey)
+	t.Setenv("FLEXWAY_TEST_UPSTREAM_TOKEN", "upstream-secret-token")
+	dir := t.TempDir()
+	c := baseTestConfig("http://127.0.0.1:9")
+	c.Tenants = []testTenant{{Name: "acme", Agents: []testAgent{{Name: "bot"}}}, {Name: "globex"}}
+	c.AI = fmt.Sprintf(`  policies:
+    - name: acme-log
+      match: {tenant: acme}
+      prompt_logging: {enabled: true, path: %[1]s/acme.jsonl}
+    - name: globex-log
+      match: {tenant: globex}
+      prompt_logging: {enabled: true, path: %[1]s/globex.jsonl, include_sensitive: true}
+    - name: bot-off
+      match: {tenant: acme, agent: bot}
+      prompt_logging: {enabled: false}
+`, dir)
+	path := filepath.Join(dir, "flexway.yaml")
+	if err := os.WriteFile(path, []byte(c.yaml()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	if err := validate(path, &out); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	got := out.String()
+	for _, want := range []string{
+		`warning: ai.policies[0].prompt_logging: policy "acme-log" collects prompts and answers of its calls in ` + dir + `/acme.jsonl: make sure that is allowed, and that the file is protected`,
+		`warning: ai.policies[1].prompt_logging: policy "globex-log" collects prompts and answers of its calls in ` + dir + `/globex.jsonl: make sure that is allowed, and that the file is protected`,
+		`warning: ai.policies[1].prompt_logging.include_sensitive: sensitive calls' prompts and answers are collected too`,
+		"ok (3 warnings)",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("validate's output lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "bot-off") {
+		t.Errorf("a disabled prompt_logging warns:\n%s", got)
+	}
+	for _, f := range []string{"acme.jsonl", "globex.jsonl"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); !os.IsNotExist(err) {
+			t.Errorf("validate created %s (%v)", f, err)
 		}
 	}
 }

@@ -207,33 +207,8 @@ func appendEmbeddingRequest(dst []byte, req *flexwayv1.CreateEmbeddingRequest, m
 		return nil, err
 	}
 	o.key("input")
-	// The getters, not the oneof wrappers, read the values: a wrapper may be
-	// a nil pointer.
-	in := req.GetInput()
-	switch in.GetInput().(type) {
-	case *flexwayv1.EmbeddingInput_Text:
-		o.dst = jsonstring.Append(o.dst, in.GetText())
-	case *flexwayv1.EmbeddingInput_Texts:
-		o.dst = append(o.dst, '[')
-		for i, s := range in.GetTexts().GetValues() {
-			if i > 0 {
-				o.dst = append(o.dst, ',')
-			}
-			o.dst = jsonstring.Append(o.dst, s)
-		}
-		o.dst = append(o.dst, ']')
-	case *flexwayv1.EmbeddingInput_Tokens:
-		o.dst = appendInts(o.dst, in.GetTokens().GetValues())
-	case *flexwayv1.EmbeddingInput_TokenArrays:
-		o.dst = append(o.dst, '[')
-		for i, t := range in.GetTokenArrays().GetValues() {
-			if i > 0 {
-				o.dst = append(o.dst, ',')
-			}
-			o.dst = appendInts(o.dst, t.GetValues())
-		}
-		o.dst = append(o.dst, ']')
-	default:
+	var ok bool
+	if o.dst, ok = appendEmbeddingInput(o.dst, req.GetInput()); !ok {
 		return nil, fieldErr("input", "you must provide an input")
 	}
 	if req.EncodingFormat != nil {
@@ -253,6 +228,40 @@ func appendEmbeddingRequest(dst []byte, req *flexwayv1.CreateEmbeddingRequest, m
 		}
 		return false
 	})
+}
+
+// appendEmbeddingInput writes in as a request's input member holds it;
+// false, and dst unchanged, when in is unset.
+func appendEmbeddingInput(dst []byte, in *flexwayv1.EmbeddingInput) ([]byte, bool) {
+	// The getters, not the oneof wrappers, read the values: a wrapper may be
+	// a nil pointer.
+	switch in.GetInput().(type) {
+	case *flexwayv1.EmbeddingInput_Text:
+		dst = jsonstring.Append(dst, in.GetText())
+	case *flexwayv1.EmbeddingInput_Texts:
+		dst = append(dst, '[')
+		for i, s := range in.GetTexts().GetValues() {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = jsonstring.Append(dst, s)
+		}
+		dst = append(dst, ']')
+	case *flexwayv1.EmbeddingInput_Tokens:
+		dst = appendInts(dst, in.GetTokens().GetValues())
+	case *flexwayv1.EmbeddingInput_TokenArrays:
+		dst = append(dst, '[')
+		for i, t := range in.GetTokenArrays().GetValues() {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendInts(dst, t.GetValues())
+		}
+		dst = append(dst, ']')
+	default:
+		return dst, false
+	}
+	return dst, true
 }
 
 // appendInts writes an array of integers.

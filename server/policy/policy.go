@@ -395,6 +395,9 @@ type Table struct {
 	// shapes holds the declared shapes; preBody those whose match names
 	// no model.
 	shapes, preBody []*shape
+	// modelLogs is set when a policy that names a model turns prompt
+	// logging on (see MayLog).
+	modelLogs bool
 }
 
 // Compile compiles ps, which [config.Config.Validate] accepted (names
@@ -437,6 +440,7 @@ func Compile(ps []config.Policy) (*Table, error) {
 			return nil, err
 		}
 		p.guards = pg
+		t.modelLogs = t.modelLogs || (cp.Match.Model != "" && p.logs())
 		p.modelDenial = Denial{Policy: p.Name, Reason: ReasonModelNotAllowed, Shadow: p.Shadow}
 		p.backendDenial = Denial{Policy: p.Name, Reason: ReasonBackendNotAllowed, Shadow: p.Shadow}
 		t.policies = append(t.policies, p)

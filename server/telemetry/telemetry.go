@@ -88,8 +88,10 @@ type Metrics struct {
 	httpSets    sync.Map // httpKey → metric.RecordOption
 	auditSets   map[string]metric.AddOption
 	observeOnce struct{ budgets, circuits sync.Once }
-	shutdown    sync.Once
-	shutdownErr error
+	// promptLogOnce guards ObservePromptLogs.
+	promptLogOnce sync.Once
+	shutdown      sync.Once
+	shutdownErr   error
 }
 
 // New builds the MeterProvider and its instruments, with the Prometheus

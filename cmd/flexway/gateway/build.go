@@ -74,6 +74,9 @@ func (g *Gateway) build(o Options) error {
 	if err := observe(g.metrics, cfg, led, bs); err != nil {
 		return fmt.Errorf("telemetry: %w", err)
 	}
+	if err := g.prompts.observe(g.metrics); err != nil {
+		return fmt.Errorf("telemetry: %w", err)
+	}
 	var keys identity.Keyring = newKeyring(cfg)
 	if o.wrapKeys != nil {
 		keys = o.wrapKeys(keys)
@@ -110,6 +113,7 @@ func (g *Gateway) build(o Options) error {
 		Sensitivity:     sensitivePolicy{cfg},
 		SensitiveHeader: cfg.AI.SensitiveHeader,
 		Budget:          meter,
+		PromptLog:       g.prompts.interceptor(policies),
 		AdminKeySum:     adminSum,
 		Logger:          log,
 	})

@@ -37,7 +37,8 @@ type Options struct {
 
 	// SkipLedger builds the gateway without opening ai.budget.store: it
 	// meters nothing and has no admin service. SkipAudit builds it
-	// without opening audit.path: it audits nothing. flexway validate sets
+	// without opening audit.path and the policies' prompt logs
+	// (prompt_logging.path): it audits and logs nothing. flexway validate sets
 	// both (it must not take the embedded ledger's file from a running
 	// gateway); benchmarks set them to measure the path without them.
 	SkipLedger, SkipAudit bool
@@ -78,6 +79,9 @@ type Gateway struct {
 	metrics *telemetry.Metrics
 	led     *ledger.Ledger   // nil with SkipLedger
 	audit   *auditlog.Writer // nil with SkipAudit
+	// prompts are the prompt logs; nil with SkipAudit, and when no
+	// policy turns prompt_logging on.
+	prompts *promptLogs
 	// stopTracing flushes and stops the tracer provider.
 	stopTracing func(context.Context) error
 	closeOnce   sync.Once
@@ -125,6 +129,9 @@ func New(o Options) (*Gateway, error) {
 		if err != nil {
 			return nil, err
 		}
+		if g.prompts, err = openPromptLogs(cfg, log); err != nil {
+			return nil, err
+		}
 	}
 	if err := g.build(o); err != nil {
 		return nil, err
@@ -149,7 +156,8 @@ func (g *Gateway) Metrics() *telemetry.Metrics { return g.metrics }
 // Close stops the gRPC server at once (open calls are cut: [Gateway.Serve]
 // drains them first), the proxy's upstream connections, metrics and
 // tracing (flushed), then closes the audit log, which writes every line
-// it accepted, and last the budget ledger (the embedded store's last
+// it accepted, the prompt logs (likewise: no call is left to log), and
+// last the budget ledger (the embedded store's last
 // checkpoint). It returns the audit log's error when lines it accepted
 // could not be written (logged too); the ledger's error is logged only: what
 // it could not write stays in its journal, replayed at the next start.
@@ -171,6 +179,9 @@ func (g *Gateway) Close() error {
 				g.log.Error("audit log", "error", err.Error())
 				g.closeErr = err
 			}
+		}
+		if err := g.prompts.close(); err != nil {
+			g.log.Error("prompt log", "error", err.Error())
 		}
 		if g.led != nil {
 			if err := g.led.Close(); err != nil {

@@ -293,6 +293,17 @@ func TestNewBrokenConfig(t *testing.T) {
 			},
 			want: "server.tls.cert_file",
 		},
+		{
+			name: "prompt log under a file",
+			edit: func(t *testing.T, c *config.Config) {
+				file := filepath.Join(t.TempDir(), "plain")
+				if err := os.WriteFile(file, nil, 0o600); err != nil {
+					t.Fatal(err)
+				}
+				c.AI.Policies = []config.Policy{{Name: "p", PromptLogging: &config.PromptLogging{Enabled: true, Path: filepath.Join(file, "p.jsonl")}}}
+			},
+			want: "ai.policies[0].prompt_logging.path",
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
