@@ -15,7 +15,11 @@
 //     messages[3].reasoning_content), and each tool call's arguments
 //     (messages[3].tool_calls[0].function.arguments), decoded from the
 //     raw tool_calls JSON (\u escapes included) and encoded back only when
-//     a rule changed them, every other byte of that JSON kept as sent;
+//     a rule changed them, every other byte of that JSON kept as sent.
+//     The arguments are JSON themselves: the strings in them are checked
+//     decoded too (a card written "\u0034111…" inside the arguments is a
+//     card to the tool), and arguments a rule changes go up with their
+//     strings written without such escapes;
 //   - an embeddings call's input: the one string (input) or each string
 //     (input[1]); token ids are not text and are not checked.
 //

@@ -153,7 +153,7 @@ func (c *checking) chat(r *flexwayv1.CreateChatCompletionRequest) error {
 				return fe
 			}
 			for _, a := range args {
-				c.texts = append(c.texts, text{kind: toolArgs, role: role, msg: i, idx: a.call, text: a.text, arg: a})
+				c.texts = append(c.texts, text{kind: toolArgs, role: role, msg: i, idx: a.call, text: unescapeStrings(a.text), arg: a})
 			}
 		}
 	}
@@ -371,19 +371,18 @@ func (c *checking) writeChat(r *flexwayv1.CreateChatCompletionRequest) {
 		t := &c.texts[i]
 		m := r.Messages[t.msg]
 		if t.kind == toolArgs {
-			// The message's tool call arguments, contiguous: spliced
-			// together when any changed.
-			j, changed := i, false
+			// The message's tool call arguments, contiguous: the changed
+			// ones spliced in together.
+			var args []argument
+			j := i
 			for ; j < len(c.texts) && c.texts[j].kind == toolArgs && c.texts[j].msg == t.msg; j++ {
-				changed = changed || c.texts[j].changed
-			}
-			if changed {
-				args := make([]argument, 0, j-i)
-				for k := i; k < j; k++ {
-					a := c.texts[k].arg
-					a.text = c.texts[k].text
+				if c.texts[j].changed {
+					a := c.texts[j].arg
+					a.text = c.texts[j].text
 					args = append(args, a)
 				}
+			}
+			if args != nil {
 				m.ExtraFields["tool_calls"] = spliceArguments(m.ExtraFields["tool_calls"], args)
 			}
 			i = j - 1

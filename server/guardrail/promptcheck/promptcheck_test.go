@@ -361,3 +361,21 @@ func TestUnguardedAllocatesNothing(t *testing.T) {
 		t.Errorf("rewritten")
 	}
 }
+
+// TestEscapesInsideArguments: a card hidden by \u escapes inside the
+// arguments' own JSON (escaped twice in the tool_calls JSON) is found
+// and redacted; arguments with escapes and no match go up as sent.
+func TestEscapesInsideArguments(t *testing.T) {
+	st := state(t, redactCards)
+	hidden := `[{"id":"c1","function":{"name":"pay","arguments":"{\"card\":\"\\u00341111111 11111111\",\"n\":1.50}"}},` +
+		`{"id":"c2","function":{"name":"say","arguments":"{\"msg\":\"caf\\u00e9\"}"}}]`
+	req := &flexwayv1.CreateChatCompletionRequest{Model: "m", Messages: []*flexwayv1.ChatMessage{{Role: "assistant", ExtraFields: map[string]string{"tool_calls": hidden}}}}
+	if err := Check(t.Context(), st, req); err != nil {
+		t.Fatal(err)
+	}
+	want := `[{"id":"c1","function":{"name":"pay","arguments":"{\"card\":\"[REDACTED:credit_card]\",\"n\":1.50}"}},` +
+		`{"id":"c2","function":{"name":"say","arguments":"{\"msg\":\"caf\\u00e9\"}"}}]`
+	if got := req.Messages[0].ExtraFields["tool_calls"]; got != want {
+		t.Errorf("tool_calls =\n %s\nwant\n %s", got, want)
+	}
+}

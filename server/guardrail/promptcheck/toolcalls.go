@@ -146,3 +146,42 @@ func spliceArguments(raw string, args []argument) string {
 	}
 	return string(append(b, raw[last:]...))
 }
+
+// unescapeStrings returns raw, a tool call's arguments, with every JSON
+// string in it written without escapes that hide characters ("\u0034"
+// as "4"), when raw is JSON with a backslash in it: the arguments are
+// JSON themselves, and what the tool (or the upstream's adapter, which
+// decodes them) reads is the decoded text, so that is what the rules
+// must see. Anything else, and raw that is not JSON, is returned as is.
+func unescapeStrings(raw string) string {
+	if !strings.Contains(raw, `\`) {
+		return raw
+	}
+	dec := json.NewDecoder(strings.NewReader(raw))
+	dec.UseNumber()
+	var b []byte
+	last := 0
+	for {
+		before := int(dec.InputOffset())
+		tok, err := dec.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return raw
+		}
+		s, ok := tok.(string)
+		if !ok {
+			continue
+		}
+		after := int(dec.InputOffset())
+		start := before + strings.IndexByte(raw[before:after], '"')
+		b = append(b, raw[last:start]...)
+		b = jsonstring.Append(b, s)
+		last = after
+	}
+	if b == nil {
+		return raw
+	}
+	return string(append(b, raw[last:]...))
+}
