@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"google.golang.org/grpc/codes"
 
@@ -138,14 +137,8 @@ func TestPromptCardRedactedOnEachWire(t *testing.T) {
 			t.Errorf("%s received %s", tc.upstream, raw)
 		}
 	}
-	resp := send(t, g, "GET", "/metrics", nil, nil)
-	metrics, _ := io.ReadAll(resp.Body)
-	if want := `flexway_guardrail_matches_total{action="redact",phase="prompt",policy="cards",rule="pii"} 3`; !strings.Contains(string(metrics), want) {
-		t.Errorf("/metrics lacks %s", want)
-	}
-	g.stop()
-	_ = g.wait(t, 10*time.Second)
-	for _, l := range auditLines(t, audit) {
+	wantMetrics(t, g, `flexway_guardrail_matches_total{action="redact",phase="prompt",policy="cards",rule="pii"} 3`)
+	for _, l := range stoppedAudit(t, g, audit) {
 		gs, _ := json.Marshal(l["guardrails"])
 		if l["outcome"] != "ok" || string(gs) != `[{"action":"redact","phase":"prompt","policy":"cards","rule":"pii"}]` {
 			t.Errorf("audit line %v", l)
@@ -190,14 +183,8 @@ func TestPromptInjectionRefused(t *testing.T) {
 	if code, body := chatJSON(t, g, demoKey, `{"model":"m-small","max_tokens":10,"messages":[{"role":"user","content":"hello"}]}`); code != 200 {
 		t.Fatalf("clean call: %d %v", code, body)
 	}
-	resp := send(t, g, "GET", "/metrics", nil, nil)
-	metrics, _ := io.ReadAll(resp.Body)
-	if want := `flexway_guardrail_matches_total{action="deny",phase="prompt",policy="cards",rule="injection"} 3`; !strings.Contains(string(metrics), want) {
-		t.Errorf("/metrics lacks %s", want)
-	}
-	g.stop()
-	_ = g.wait(t, 10*time.Second)
-	lines := auditLines(t, audit)
+	wantMetrics(t, g, `flexway_guardrail_matches_total{action="deny",phase="prompt",policy="cards",rule="injection"} 3`)
+	lines := stoppedAudit(t, g, audit)
 	if len(lines) != 4 {
 		t.Fatalf("%d audit lines, want 4", len(lines))
 	}
