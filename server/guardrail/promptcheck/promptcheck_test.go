@@ -24,7 +24,7 @@ const card = "4111 1111 1111 1111"
 func rules(rs ...config.GuardrailRule) *config.Guardrails { return &config.Guardrails{Prompt: rs} }
 
 // state is a call of tenant acme whose policies are ps.
-func state(t *testing.T, ps ...config.Policy) *call.State {
+func state(t testing.TB, ps ...config.Policy) *call.State {
 	t.Helper()
 	tab, err := policy.Compile(ps)
 	if err != nil {
