@@ -58,7 +58,8 @@ type Config struct {
 	// AdminKeySum is the SHA-256 of server.admin_key; nil turns the admin
 	// service away.
 	AdminKeySum *[sha256.Size]byte
-	// Logger receives recovered panics; nil discards.
+	// Logger receives recovered panics and failed guardrail webhooks; nil
+	// discards.
 	Logger *slog.Logger
 }
 
@@ -130,8 +131,8 @@ func New(c Config) (*Chain, error) {
 		unary = append(unary, governance.UnaryServerInterceptor(*g))
 		stream = append(stream, governance.StreamServerInterceptor(*g))
 		if g.Policies.Guarded(guardrail.Prompt) {
-			unary = append(unary, guardrails.UnaryServerInterceptor())
-			stream = append(stream, guardrails.StreamServerInterceptor())
+			unary = append(unary, guardrails.UnaryServerInterceptor(guardrails.WithLogger(log)))
+			stream = append(stream, guardrails.StreamServerInterceptor(guardrails.WithLogger(log)))
 		}
 	}
 	if c.Vision != nil {

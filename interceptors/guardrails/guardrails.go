@@ -28,9 +28,10 @@ import (
 
 // UnaryServerInterceptor checks the request of unary calls and returns
 // the refusal, a *faults.Error, without calling the handler.
-func UnaryServerInterceptor() grpc.UnaryServerInterceptor {
+func UnaryServerInterceptor(opts ...Option) grpc.UnaryServerInterceptor {
+	k := checker(opts)
 	return func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		if err := promptcheck.Check(ctx, call.FromContext(ctx), req); err != nil {
+		if err := k.Check(ctx, call.FromContext(ctx), req); err != nil {
 			return nil, err
 		}
 		return handler(ctx, req)
@@ -41,19 +42,21 @@ func UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 // receives: RecvMsg returns the refusal in place of the message, so a
 // server-streaming service (StreamChatCompletion) never starts on a
 // refused prompt.
-func StreamServerInterceptor() grpc.StreamServerInterceptor {
+func StreamServerInterceptor(opts ...Option) grpc.StreamServerInterceptor {
+	k := checker(opts)
 	return func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		st := call.FromContext(ss.Context())
 		if st == nil {
 			return handler(srv, ss)
 		}
-		return handler(srv, &stream{ServerStream: ss, st: st})
+		return handler(srv, &stream{ServerStream: ss, k: k, st: st})
 	}
 }
 
 // stream checks the call's first received message.
 type stream struct {
 	grpc.ServerStream
+	k       promptcheck.Checker
 	st      *call.State
 	checked bool
 }
@@ -68,5 +71,5 @@ func (s *stream) RecvMsg(m any) error {
 		return nil
 	}
 	s.checked = true
-	return promptcheck.Check(s.Context(), s.st, m)
+	return s.k.Check(s.Context(), s.st, m)
 }

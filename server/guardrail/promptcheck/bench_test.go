@@ -29,7 +29,7 @@ func BenchmarkCheck(b *testing.B) {
 	b.SetBytes(4 * 1024)
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := Check(b.Context(), st, req); err != nil {
+		if err := check(b.Context(), st, req); err != nil {
 			b.Fatal(err)
 		}
 	}

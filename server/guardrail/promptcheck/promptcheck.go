@@ -3,6 +3,8 @@ package promptcheck
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"log/slog"
 	"strconv"
 	"strings"
 
@@ -16,6 +18,15 @@ import (
 	"github.com/flexway/flexway/server/jsonstring"
 )
 
+// Checker runs the prompt phase. The zero Checker is ready to use; it is
+// safe for concurrent use.
+type Checker struct {
+	// Logger receives a warning when a webhook rule's exchange fails (the
+	// rule's policy, its URL without user info or query, and the error:
+	// never a text); nil discards.
+	Logger *slog.Logger
+}
+
 // Check runs the prompt guardrails of st.Policies over req, a
 // *flexwayv1.CreateChatCompletionRequest or *flexwayv1.CreateEmbeddingRequest
 // (any other message passes), as the package doc says: it rewrites req
@@ -25,7 +36,7 @@ import (
 // partly rewritten: it must not be sent). A call whose policies have no
 // prompt rule returns nil at once, without allocating. ctx bounds the
 // webhooks' exchanges (each also by its own timeout).
-func Check(ctx context.Context, st *call.State, req any) error {
+func (k Checker) Check(ctx context.Context, st *call.State, req any) error {
 	if st == nil || !st.Policies.Guarded(guardrail.Prompt) {
 		return nil
 	}
@@ -41,7 +52,7 @@ func Check(ctx context.Context, st *call.State, req any) error {
 	default:
 		return nil
 	}
-	c.st = st
+	c.st, c.log = st, k.Logger
 	err := c.run(ctx)
 	for _, v := range c.verdicts {
 		if err != nil && v.Action == guardrail.Redact.String() {
@@ -109,6 +120,7 @@ func (t *text) location() string {
 // checking is one call's prompt phase.
 type checking struct {
 	st       *call.State
+	log      *slog.Logger
 	texts    []text
 	tools    json.RawMessage
 	chatCall bool
@@ -314,10 +326,16 @@ func (c *checking) webhook(ctx context.Context, policy string, wc *webhook.Clien
 		texts[i] = webhook.Text{Role: t.role, Location: t.location(), Text: t.text}
 	}
 	st := c.st
-	v, _ := wc.Check(ctx, webhook.Request{
+	v, err := wc.Check(ctx, webhook.Request{
 		Phase: guardrail.Prompt, Texts: texts, Tools: c.tools, Sensitive: st.Sensitive,
 		Metadata: webhook.Metadata{Tenant: st.Tenant, Agent: st.Agent, Policy: policy, Operation: st.Operation, RequestID: st.RequestID},
 	})
+	if err != nil && c.log != nil && !errors.Is(err, webhook.ErrSensitive) {
+		// The error names the webhook's URL without user info and query,
+		// never a text.
+		c.log.WarnContext(ctx, "guardrail webhook failed: its on_error verdict applies", "policy", policy, "request_id", st.RequestID,
+			"verdict", v.Action.String(), "error", err.Error())
+	}
 	switch v.Action {
 	case webhook.Allow:
 		return nil
