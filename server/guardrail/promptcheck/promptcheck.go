@@ -33,7 +33,9 @@ type Checker struct {
 // in place where a rule redacts or a webhook replaces, records the
 // verdicts in st, and returns the refusal, a *faults.Error with reason
 // guardrail_violation, when a rule refuses the prompt (req may then be
-// partly rewritten: it must not be sent). A call whose policies have no
+// partly rewritten: it must not be sent), or invalid_request (param
+// messages[i].tool_calls) for a message's tool_calls that are not JSON,
+// which the HTTP front never passes but a gRPC caller may send. A call whose policies have no
 // prompt rule returns nil at once, without allocating. ctx bounds the
 // webhooks' exchanges (each also by its own timeout).
 func (k Checker) Check(ctx context.Context, st *call.State, req any) error {
