@@ -9,6 +9,14 @@ import (
 	"github.com/flexway/flexway/server/guardrail"
 )
 
+// benchPolicy has pii, secrets, injection and banned rules.
+var benchPolicy = config.Policy{Name: "all", Guardrails: rules(
+	config.GuardrailRule{Type: "pii", Action: "redact"},
+	config.GuardrailRule{Type: "secrets", Action: "deny"},
+	config.GuardrailRule{Type: "injection", Action: "deny"},
+	config.GuardrailRule{Type: "banned", Words: []string{"hydra", "kraken", "project x"}, Action: "deny"},
+)}
+
 // BenchmarkCheck is the prompt phase over a 4 KiB conversation (four
 // messages of prose, no match) with pii, secrets, injection and banned
 // rules on: the walk's cost on top of the scanner's. Measured on the
@@ -16,12 +24,7 @@ import (
 // allocations (736 B) per call, against ~28 µs for BenchmarkScanOnly:
 // the walk adds ~3 µs; the rest is the scanner's (server/guardrail).
 func BenchmarkCheck(b *testing.B) {
-	st := state(b, config.Policy{Name: "all", Guardrails: rules(
-		config.GuardrailRule{Type: "pii", Action: "redact"},
-		config.GuardrailRule{Type: "secrets", Action: "deny"},
-		config.GuardrailRule{Type: "injection", Action: "deny"},
-		config.GuardrailRule{Type: "banned", Words: []string{"hydra", "kraken", "project x"}, Action: "deny"},
-	)})
+	st := state(b, benchPolicy)
 	prose := strings.Repeat("The quick brown fox jumps over the lazy dog, again and again. ", 17)[:1024]
 	req := &flexwayv1.CreateChatCompletionRequest{Model: "m", Messages: []*flexwayv1.ChatMessage{
 		textMsg("system", prose), textMsg("user", prose), textMsg("assistant", prose), textMsg("user", prose),
@@ -38,12 +41,7 @@ func BenchmarkCheck(b *testing.B) {
 // BenchmarkScanOnly is the scanner alone over the same four texts, for
 // BenchmarkCheck's comparison.
 func BenchmarkScanOnly(b *testing.B) {
-	st := state(b, config.Policy{Name: "all", Guardrails: rules(
-		config.GuardrailRule{Type: "pii", Action: "redact"},
-		config.GuardrailRule{Type: "secrets", Action: "deny"},
-		config.GuardrailRule{Type: "injection", Action: "deny"},
-		config.GuardrailRule{Type: "banned", Words: []string{"hydra", "kraken", "project x"}, Action: "deny"},
-	)})
+	st := state(b, benchPolicy)
 	sc := st.Policies.Scanner(guardrail.Prompt)
 	prose := strings.Repeat("The quick brown fox jumps over the lazy dog, again and again. ", 17)[:1024]
 	b.SetBytes(4 * 1024)
