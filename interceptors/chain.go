@@ -17,6 +17,7 @@ import (
 	"github.com/flexway/flexway/interceptors/audit"
 	"github.com/flexway/flexway/interceptors/budget"
 	"github.com/flexway/flexway/interceptors/governance"
+	"github.com/flexway/flexway/interceptors/guardrails"
 	"github.com/flexway/flexway/interceptors/identity"
 	"github.com/flexway/flexway/interceptors/promptlog"
 	"github.com/flexway/flexway/interceptors/sensitivity"
@@ -24,6 +25,7 @@ import (
 	"github.com/flexway/flexway/interceptors/vision"
 	"github.com/flexway/flexway/server/admin"
 	"github.com/flexway/flexway/server/faults"
+	"github.com/flexway/flexway/server/guardrail"
 	"github.com/flexway/flexway/server/imagecheck"
 )
 
@@ -45,7 +47,8 @@ type Config struct {
 	// Governance resolves each call's ai.policies and applies their model
 	// rules (and a proxied call's backend rule); nil, or a table with no
 	// policy, leaves the interceptor out of the chain: an ungoverned call
-	// pays nothing for it.
+	// pays nothing for it. When some policy has prompt guardrails, the
+	// guardrails interceptor follows it (stage 5).
 	Governance *governance.Config
 	// Vision checks image parts (sizes, data: URIs, origins); nil checks
 	// none.
@@ -61,7 +64,8 @@ type Config struct {
 	// AdminKeySum is the SHA-256 of server.admin_key; nil turns the admin
 	// service away.
 	AdminKeySum *[sha256.Size]byte
-	// Logger receives recovered panics; nil discards.
+	// Logger receives recovered panics and failed guardrail webhooks; nil
+	// discards.
 	Logger *slog.Logger
 }
 
@@ -70,13 +74,15 @@ type Config struct {
 // call passes the same interceptors. Calls pass them as an onion,
 // outermost first:
 //
-//	recovery → admin → identity → audit → sensitivity → validate → governance → vision → budget → prompt log → service
-//	   ↑____________________________________________________________________________________________________________|  (responses return outward)
+//	recovery → admin → identity → audit → sensitivity → validate → governance → guardrails → vision → budget → prompt log → service
+//	   ↑___________________________________________________________________________________________________________________________|  (responses return outward)
 //
 // Validation, governance (the policies' model rules: stages 3 and 4 of
-// the AI pipeline) and the image checks come before the budget so that a
-// refused request reserves nothing. The audit wraps them all, so that a refusal is
-// audited too, and reads what the budget charged. The admin interceptor
+// the AI pipeline), the prompt guardrails (stage 5, over the policies
+// governance resolved; in the chain only when some policy has prompt
+// rules) and the image checks come before the budget so that a refused
+// request reserves nothing and a redacted one is reserved as sent. The
+// audit wraps them all, so that a refusal is audited too, and reads what the budget charged. The admin interceptor
 // checks the admin key on the admin service's calls and lets every other
 // call through; the admin service skips the tenant interceptors.
 //
@@ -135,6 +141,10 @@ func New(c Config) (*Chain, error) {
 	if g := c.Governance; g != nil && g.Policies != nil && !g.Policies.Empty() {
 		unary = append(unary, governance.UnaryServerInterceptor(*g))
 		stream = append(stream, governance.StreamServerInterceptor(*g))
+		if g.Policies.Guarded(guardrail.Prompt) {
+			unary = append(unary, guardrails.UnaryServerInterceptor(guardrails.WithLogger(log)))
+			stream = append(stream, guardrails.StreamServerInterceptor(guardrails.WithLogger(log)))
+		}
 	}
 	if c.Vision != nil {
 		unary = append(unary, vision.UnaryServerInterceptor(c.Vision))

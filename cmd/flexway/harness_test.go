@@ -297,3 +297,22 @@ func (g *testGW) wait(t testing.TB, d time.Duration) error {
 // soak reports whether the long versions of tests run (FLEXWAY_SOAK=1,
 // `make soak`); make test runs the short ones.
 func soak() bool { return os.Getenv("FLEXWAY_SOAK") == "1" }
+
+// wantMetrics fails t unless /metrics holds each series line of wants.
+func wantMetrics(t testing.TB, g *testGW, wants ...string) {
+	t.Helper()
+	raw, _ := io.ReadAll(send(t, g, "GET", "/metrics", nil, nil).Body)
+	for _, want := range wants {
+		if !strings.Contains(string(raw), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+}
+
+// stoppedAudit stops g, waits for it, and returns the audit lines at path.
+func stoppedAudit(t *testing.T, g *testGW, path string) []map[string]any {
+	t.Helper()
+	g.stop()
+	_ = g.wait(t, 10*time.Second)
+	return auditLines(t, path)
+}

@@ -260,6 +260,13 @@ func (c Config) fill(l *auditlog.Line, a *auditing, err error) {
 		// A shadow policy's would-be refusal: its name and reason only.
 		l.WouldDeny = auditlog.WouldDeny{Policy: d.Policy, Reason: d.Reason}
 	}
+	if vs := st.Guardrails(); len(vs) > 0 {
+		// The guardrail verdicts of both phases: names only, never a text.
+		l.Guardrails = make([]auditlog.Guardrail, len(vs))
+		for i, v := range vs {
+			l.Guardrails[i] = auditlog.Guardrail{Policy: v.Policy, Rule: v.Rule, Phase: v.Phase, Action: v.Action}
+		}
+	}
 	if c.ModelRequested != nil {
 		l.ModelRequested = c.ModelRequested(l.ModelRequested)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -92,9 +93,48 @@ func TestCommitJournalsTheAuditLine(t *testing.T) {
 			want.Outcome, want.Status = "canceled", 499
 		}
 		got.DurationMS, want.DurationMS = 0, 0
-		if got != want || got.UserHash == "" || got.KeyHash == "" {
+		if !reflect.DeepEqual(got, want) || got.UserHash == "" || got.KeyHash == "" {
 			t.Errorf("note %d:\n got %+v\nwant %+v", i, got, want)
 		}
+	}
+}
+
+// TestGuardrailsField: the line carries the call's guardrail verdicts of
+// both phases as {policy, rule, phase, action}, and no guardrails field
+// at all for a call no rule matched.
+func TestGuardrailsField(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	w, err := auditlog.Open(path, []byte("k"), auditlog.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	icpt := UnaryServerInterceptor(Config{Writer: w})
+	info := &grpc.UnaryServerInfo{FullMethod: flexwayv1.ChatService_CreateChatCompletion_FullMethodName}
+	for i := range 2 {
+		st := &call.State{RequestID: "r", Operation: "ai.chatCompletions", Start: time.Now(), Tenant: "acme"}
+		handler := func(ctx context.Context, _ any) (any, error) {
+			if i == 1 {
+				s := call.FromContext(ctx)
+				s.AddGuardrail(call.GuardrailVerdict{Policy: "cards", Rule: "pii", Phase: "prompt", Action: "redact"})
+				s.AddGuardrail(call.GuardrailVerdict{Policy: "dry", Rule: "secrets", Phase: "response", Action: "would_deny"})
+			}
+			return nil, nil
+		}
+		if _, err := icpt(call.NewContext(context.Background(), st), &flexwayv1.CreateChatCompletionRequest{Model: "m"}, info, handler); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := os.ReadFile(path)
+	lines := strings.Split(strings.TrimSpace(string(raw)), "\n")
+	if len(lines) != 2 || strings.Contains(lines[0], "guardrails") {
+		t.Fatalf("lines %q", lines)
+	}
+	const want = `"guardrails":[{"policy":"cards","rule":"pii","phase":"prompt","action":"redact"},{"policy":"dry","rule":"secrets","phase":"response","action":"would_deny"}]`
+	if !strings.Contains(lines[1], want) {
+		t.Errorf("line %s lacks %s", lines[1], want)
 	}
 }
 

@@ -73,6 +73,12 @@ type Line struct {
 	// governance.mode shadow) would have made of the call, which went on:
 	// written as {"policy": ..., "reason": ...} only when one would have.
 	WouldDeny WouldDeny `json:"would_deny,omitzero"`
+	// Guardrails are the guardrail rules that matched the call, one per
+	// policy, rule type, phase and action, in the order found: written as
+	// [{"policy": ..., "rule": ..., "phase": ..., "action": ...}] only
+	// when some rule matched. Configuration names only: never the
+	// matched text or the entity's value.
+	Guardrails []Guardrail `json:"guardrails,omitempty"`
 	// InputTokens and OutputTokens are the usage committed, in tokens.
 	// InputTokens counts every input token, cached ones included.
 	InputTokens  int64 `json:"input_tokens"`
@@ -120,6 +126,17 @@ type Line struct {
 type WouldDeny struct {
 	Policy string `json:"policy"`
 	Reason string `json:"reason"`
+}
+
+// Guardrail is one guardrail verdict of a call: the policy, the rule's
+// type (pii, secrets, injection, banned, regex, json_schema, webhook),
+// the phase (prompt, response) and the action (deny, redact, log, or
+// would_deny / would_redact for a shadow policy's rule).
+type Guardrail struct {
+	Policy string `json:"policy"`
+	Rule   string `json:"rule"`
+	Phase  string `json:"phase"`
+	Action string `json:"action"`
 }
 
 // ErrUnavailable is wrapped by [Writer.Write] and [Writer.Healthy] while

@@ -74,6 +74,24 @@ func appendLine(dst []byte, l *Line) []byte {
 		dst = jsonstring.Append(dst, l.WouldDeny.Reason)
 		dst = append(dst, '}')
 	}
+	if len(l.Guardrails) > 0 {
+		dst = append(dst, `,"guardrails":[`...)
+		for i, g := range l.Guardrails {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = append(dst, `{"policy":`...)
+			dst = jsonstring.Append(dst, g.Policy)
+			dst = append(dst, `,"rule":`...)
+			dst = jsonstring.Append(dst, g.Rule)
+			dst = append(dst, `,"phase":`...)
+			dst = jsonstring.Append(dst, g.Phase)
+			dst = append(dst, `,"action":`...)
+			dst = jsonstring.Append(dst, g.Action)
+			dst = append(dst, '}')
+		}
+		dst = append(dst, ']')
+	}
 	dst = append(dst, `,"input_tokens":`...)
 	dst = strconv.AppendInt(dst, l.InputTokens, 10)
 	dst = append(dst, `,"output_tokens":`...)

@@ -185,6 +185,9 @@ func TestAppendLineKnowsEveryField(t *testing.T) {
 		case WouldDeny:
 			f.Set(reflect.ValueOf(WouldDeny{Policy: "value of " + name, Reason: "reason of " + name}))
 			continue
+		case []Guardrail:
+			f.Set(reflect.ValueOf([]Guardrail{{Policy: "p<1>", Rule: "pii", Phase: "prompt", Action: "redact"}, {Policy: "p\"2", Rule: "webhook", Phase: "response", Action: "would_deny"}}))
+			continue
 		}
 		switch f.Kind() {
 		case reflect.String:
@@ -277,6 +280,9 @@ func TestAppendLineRandom(t *testing.T) {
 		}
 		if r.IntN(2) == 0 {
 			l.Feature = randString(r)
+		}
+		for range r.IntN(3) {
+			l.Guardrails = append(l.Guardrails, Guardrail{Policy: randString(r), Rule: randString(r), Phase: randString(r), Action: randString(r)})
 		}
 		checkLine(t, l)
 	}

@@ -226,3 +226,15 @@ func MustCompile(ps []config.Policy) *Table {
 	}
 	return t
 }
+
+// Guarded reports whether some policy of the table has a guardrail rule
+// for phase: when none has, the phase's stage is left out of the call's
+// path altogether (a call pays nothing for it).
+func (t *Table) Guarded(phase guardrail.Phase) bool {
+	for _, p := range t.policies {
+		if g := p.guards; g != nil && (g.scanner(phase) != nil || len(g.whole(phase)) > 0) {
+			return true
+		}
+	}
+	return false
+}

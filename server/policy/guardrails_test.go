@@ -91,3 +91,24 @@ func TestGuardrailCompileErrors(t *testing.T) {
 		t.Fatalf("Compile = %v", err)
 	}
 }
+
+// TestTableGuarded: a table is guarded for a phase only when some policy
+// has a rule in it; prompt_logging alone guards nothing.
+func TestTableGuarded(t *testing.T) {
+	none := MustCompile([]config.Policy{{Name: "log-only", PromptLogging: &config.PromptLogging{Enabled: true, Path: "/tmp/p.jsonl"}}})
+	if none.Guarded(guardrail.Prompt) || none.Guarded(guardrail.Response) {
+		t.Errorf("prompt_logging alone guards a phase")
+	}
+	resp := MustCompile([]config.Policy{{Name: "a"}, {Name: "b", Guardrails: &config.Guardrails{
+		Response: rules(config.GuardrailRule{Type: "json_schema", Action: "deny"}),
+	}}})
+	if resp.Guarded(guardrail.Prompt) || !resp.Guarded(guardrail.Response) {
+		t.Errorf("response-only table: prompt %v response %v", resp.Guarded(guardrail.Prompt), resp.Guarded(guardrail.Response))
+	}
+	prompt := MustCompile([]config.Policy{{Name: "c", Guardrails: &config.Guardrails{
+		Prompt: rules(config.GuardrailRule{Type: "pii", Action: "redact"}),
+	}}})
+	if !prompt.Guarded(guardrail.Prompt) || prompt.Guarded(guardrail.Response) {
+		t.Errorf("prompt-only table: prompt %v response %v", prompt.Guarded(guardrail.Prompt), prompt.Guarded(guardrail.Response))
+	}
+}

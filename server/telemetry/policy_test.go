@@ -17,3 +17,19 @@ func TestPolicyWouldDeny(t *testing.T) {
 		t.Errorf("%v allocations per repeated series, want at most the SDK's options slice", n)
 	}
 }
+
+// TestGuardrailMatch: each verdict counts under its policy, rule, phase
+// and action, with Prometheus's name.
+func TestGuardrailMatch(t *testing.T) {
+	m := newTest(t, Options{})
+	m.GuardrailMatch("cards", "pii", "prompt", "redact")
+	m.GuardrailMatch("cards", "pii", "prompt", "redact")
+	m.GuardrailMatch("dry", "secrets", "response", "would_deny")
+	_, series := scrape(t, m)
+	only(t, series, "flexway_guardrail_matches_total",
+		`flexway_guardrail_matches_total{action="redact",phase="prompt",policy="cards",rule="pii"} 2`,
+		`flexway_guardrail_matches_total{action="would_deny",phase="response",policy="dry",rule="secrets"} 1`)
+	if n := testing.AllocsPerRun(100, func() { m.GuardrailMatch("dry", "secrets", "response", "would_deny") }); n > 1 {
+		t.Errorf("%v allocations per repeated series, want at most the SDK's options slice", n)
+	}
+}

@@ -74,12 +74,12 @@ type Metrics struct {
 	// caches its attribute sets (credentialKey → metric.AddOption).
 	credentialCalls metric.Int64Counter
 	credentialSets  sync.Map
-	// wouldDeny is flexway.policy.would_deny; wouldDenySets caches its
-	// attribute sets, under wouldDenyMu (a map, so that a lookup boxes no
-	// key).
-	wouldDeny     metric.Int64Counter
-	wouldDenyMu   sync.RWMutex
-	wouldDenySets map[wouldDenyKey]metric.AddOption
+	// wouldDeny is flexway.policy.would_deny and guardrailMatches
+	// flexway.guardrail.matches; their sets cache their attribute sets.
+	wouldDeny        metric.Int64Counter
+	wouldDenySets    counterSets[wouldDenyKey]
+	guardrailMatches metric.Int64Counter
+	guardrailSets    counterSets[guardrailKey]
 
 	tenants, agents, backends, models, operations, features map[string]string
 	aliases, arms                                           map[string]string

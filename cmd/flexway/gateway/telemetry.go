@@ -83,7 +83,8 @@ func proxiedLabels(p *grpcproxy.Proxy) (ops, features []string) {
 	return ops, features
 }
 
-// recordLine turns an audit line into the call's metrics. An agent the
+// recordLine turns an audit line into the call's metrics (the guardrail
+// verdicts included: without an audit log they are not counted either). An agent the
 // line's tenant does not declare (a relay may pass any name) is labelled
 // telemetry.Other, even when another tenant declares the name.
 func recordLine(m *telemetry.Metrics, accts accounts) func(ctx context.Context, l *auditlog.Line) {
@@ -104,6 +105,11 @@ func recordLine(m *telemetry.Metrics, accts accounts) func(ctx context.Context, 
 		})
 		if d := l.WouldDeny; d.Policy != "" {
 			m.PolicyWouldDeny(d.Policy, d.Reason)
+		}
+		// Both phases' verdicts, counted once each, here where the call
+		// has ended: the response phase records its own in the core.
+		for _, v := range l.Guardrails {
+			m.GuardrailMatch(v.Policy, v.Rule, v.Phase, v.Action)
 		}
 	}
 }

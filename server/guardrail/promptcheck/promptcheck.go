@@ -1,0 +1,428 @@
+package promptcheck
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"strconv"
+	"strings"
+
+	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
+	"github.com/flexway/flexway/server/call"
+	"github.com/flexway/flexway/server/config"
+	"github.com/flexway/flexway/server/faults"
+	"github.com/flexway/flexway/server/guardrail"
+	"github.com/flexway/flexway/server/guardrail/jsonschema"
+	"github.com/flexway/flexway/server/guardrail/webhook"
+	"github.com/flexway/flexway/server/jsonstring"
+)
+
+// Checker runs the prompt phase. The zero Checker is ready to use; it is
+// safe for concurrent use.
+type Checker struct {
+	// Logger receives a warning when a webhook rule's exchange fails (the
+	// rule's policy, its URL without user info or query, and the error:
+	// never a text); nil discards.
+	Logger *slog.Logger
+}
+
+// Check runs the prompt guardrails of st.Policies over req, a
+// *flexwayv1.CreateChatCompletionRequest or *flexwayv1.CreateEmbeddingRequest
+// (any other message passes), as the package doc says: it rewrites req
+// in place where a rule redacts or a webhook replaces, records the
+// verdicts in st, and returns the refusal, a *faults.Error with reason
+// guardrail_violation, when a rule refuses the prompt (req may then be
+// partly rewritten: it must not be sent), or invalid_request (param
+// messages[i].tool_calls) for a message's tool_calls that are not JSON,
+// which the HTTP front never passes but a gRPC caller may send. A call whose policies have no
+// prompt rule returns nil at once, without allocating. ctx bounds the
+// webhooks' exchanges (each also by its own timeout).
+func (k Checker) Check(ctx context.Context, st *call.State, req any) error {
+	if st == nil || !st.Policies.Guarded(guardrail.Prompt) {
+		return nil
+	}
+	var c checking
+	switch r := req.(type) {
+	case *flexwayv1.CreateChatCompletionRequest:
+		if err := c.chat(r); err != nil {
+			return err
+		}
+		c.tools = json.RawMessage(r.GetExtraFields()["tools"])
+	case *flexwayv1.CreateEmbeddingRequest:
+		c.embeddings(r)
+	default:
+		return nil
+	}
+	c.st, c.log = st, k.Logger
+	err := c.run(ctx)
+	for _, v := range c.verdicts {
+		if err != nil && v.Action == guardrail.Redact.String() {
+			continue // nothing was redacted: nothing is sent
+		}
+		st.AddGuardrail(v)
+	}
+	if err != nil {
+		return err
+	}
+	c.write(req)
+	return nil
+}
+
+// kind is where a text is in its request.
+type kind uint8
+
+const (
+	content     kind = iota // messages[i].content, a string
+	part                    // messages[i].content[j].text
+	partRefusal             // messages[i].content[j].refusal
+	refusal                 // messages[i].refusal
+	reasoning               // messages[i].reasoning_content
+	toolArgs                // messages[i].tool_calls[j].function.arguments
+	input                   // input, one string
+	inputs                  // input[j]
+)
+
+// text is one text of the request and where it goes back.
+type text struct {
+	kind kind
+	role string
+	// msg is the message's index (inputs: the input's); idx the part's
+	// or the tool call's.
+	msg, idx int
+	text     string
+	changed  bool
+	// arg is the tool call argument's span in the raw tool_calls JSON.
+	arg argument
+}
+
+// location is the text's location in the caller's request.
+func (t *text) location() string {
+	m := "messages[" + strconv.Itoa(t.msg) + "]"
+	switch t.kind {
+	case content:
+		return m + ".content"
+	case part:
+		return m + ".content[" + strconv.Itoa(t.idx) + "].text"
+	case partRefusal:
+		return m + ".content[" + strconv.Itoa(t.idx) + "].refusal"
+	case refusal:
+		return m + ".refusal"
+	case reasoning:
+		return m + ".reasoning_content"
+	case toolArgs:
+		return m + ".tool_calls[" + strconv.Itoa(t.idx) + "].function.arguments"
+	case input:
+		return "input"
+	default:
+		return "input[" + strconv.Itoa(t.msg) + "]"
+	}
+}
+
+// checking is one call's prompt phase.
+type checking struct {
+	st       *call.State
+	log      *slog.Logger
+	texts    []text
+	tools    json.RawMessage
+	chatCall bool
+	lastUser int // the last user message's index; -1: none
+	verdicts []call.GuardrailVerdict
+}
+
+// chat collects the texts of a chat request; its error refuses tool_calls
+// that are not JSON (a gRPC caller's mistake: the HTTP front checks it).
+func (c *checking) chat(r *flexwayv1.CreateChatCompletionRequest) error {
+	c.chatCall, c.lastUser = true, -1
+	for i, m := range r.GetMessages() {
+		role := m.GetRole()
+		if role == "user" {
+			c.lastUser = i
+		}
+		switch ct := m.GetContent().(type) {
+		case *flexwayv1.ChatMessage_Text:
+			c.texts = append(c.texts, text{kind: content, role: role, msg: i, text: ct.Text})
+		case *flexwayv1.ChatMessage_Parts:
+			for j, p := range ct.Parts.GetParts() {
+				if p.Text != nil {
+					c.texts = append(c.texts, text{kind: part, role: role, msg: i, idx: j, text: p.GetText()})
+				}
+				if s, ok := jsonString(p.GetExtraFields()["refusal"]); ok {
+					c.texts = append(c.texts, text{kind: partRefusal, role: role, msg: i, idx: j, text: s})
+				}
+			}
+		}
+		extra := m.GetExtraFields()
+		if s, ok := jsonString(extra["refusal"]); ok {
+			c.texts = append(c.texts, text{kind: refusal, role: role, msg: i, text: s})
+		}
+		if s, ok := jsonString(extra["reasoning_content"]); ok {
+			c.texts = append(c.texts, text{kind: reasoning, role: role, msg: i, text: s})
+		}
+		if raw, ok := extra["tool_calls"]; ok {
+			args, err := toolArguments(raw)
+			if err != nil {
+				fe := faults.New(faults.InvalidRequest, "messages[%d].tool_calls is not valid JSON", i)
+				fe.Param = "messages[" + strconv.Itoa(i) + "].tool_calls"
+				return fe
+			}
+			for _, a := range args {
+				c.texts = append(c.texts, text{kind: toolArgs, role: role, msg: i, idx: a.call, text: unescapeStrings(a.text), arg: a})
+			}
+		}
+	}
+	return nil
+}
+
+// embeddings collects the input strings of an embeddings request.
+func (c *checking) embeddings(r *flexwayv1.CreateEmbeddingRequest) {
+	switch in := r.GetInput().GetInput().(type) {
+	case *flexwayv1.EmbeddingInput_Text:
+		c.texts = append(c.texts, text{kind: input, text: in.Text})
+	case *flexwayv1.EmbeddingInput_Texts:
+		for j, s := range in.Texts.GetValues() {
+			c.texts = append(c.texts, text{kind: inputs, msg: j, text: s})
+		}
+	}
+}
+
+// jsonString decodes raw when it is a JSON string.
+func jsonString(raw string) (string, bool) {
+	if len(raw) == 0 || raw[0] != '"' {
+		return "", false
+	}
+	var s string
+	if json.Unmarshal([]byte(raw), &s) != nil {
+		return "", false
+	}
+	return s, true
+}
+
+// note records a verdict once.
+func (c *checking) note(policy, rule, action string) {
+	v := call.GuardrailVerdict{Policy: policy, Rule: rule, Phase: guardrail.Prompt.String(), Action: action}
+	for _, have := range c.verdicts {
+		if have == v {
+			return
+		}
+	}
+	c.verdicts = append(c.verdicts, v)
+}
+
+// verdictAction is the verdict's action for a rule's action: the action
+// itself, or would_<action> for a shadow policy's deny and redact.
+func verdictAction(a guardrail.Action, shadow bool) string {
+	if shadow && a != guardrail.Log {
+		return "would_" + a.String()
+	}
+	return a.String()
+}
+
+// refuse is the refusal by policy's rule of type rule; detail, when set,
+// says why without quoting a text.
+func refuse(policy, rule, detail string) *faults.Error {
+	if detail != "" {
+		return faults.New(faults.GuardrailViolation, "policy %.64q refuses the prompt: guardrail %s: %s", policy, rule, detail)
+	}
+	return faults.New(faults.GuardrailViolation, "policy %.64q refuses the prompt: guardrail %s", policy, rule)
+}
+
+// run applies the text rules, then the whole rules.
+func (c *checking) run(ctx context.Context) error {
+	if err := c.scan(c.st.Policies.Scanner(guardrail.Prompt)); err != nil {
+		return err
+	}
+	for _, w := range c.st.Policies.WholeRules(guardrail.Prompt) {
+		var err error
+		switch w.Type {
+		case config.GuardrailJSONSchema:
+			err = c.schema(w.Policy, w.Schema, w.Action, w.Shadow)
+		case config.GuardrailWebhook:
+			err = c.webhook(ctx, w.Policy, w.Webhook, w.Action, w.Shadow)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// scan applies the text rules of sc to every text: the first enforced
+// deny match refuses (after every text is scanned, so that every rule
+// that matched is recorded); redactions are applied otherwise.
+func (c *checking) scan(sc *guardrail.Scanner) error {
+	if sc == nil {
+		return nil
+	}
+	var deny *guardrail.Rule
+	var ms []guardrail.Match
+	for i := range c.texts {
+		t := &c.texts[i]
+		ms = sc.Find(t.text, ms[:0])
+		redact := false
+		for _, m := range ms {
+			r := m.Rule
+			c.note(r.Policy, r.Type, verdictAction(r.Action, r.Shadow))
+			if r.Shadow {
+				continue
+			}
+			switch r.Action {
+			case guardrail.Deny:
+				if deny == nil {
+					deny = r
+				}
+			case guardrail.Redact:
+				redact = true
+			}
+		}
+		if redact && deny == nil {
+			t.text, t.changed = guardrail.Redacted(t.text, ms), true
+		}
+	}
+	if deny != nil {
+		return refuse(deny.Policy, deny.Type, "")
+	}
+	return nil
+}
+
+// lastUserContent is the content of the chat's last user message as it
+// stands (a string, or its text parts joined); "" when there is none.
+func (c *checking) lastUserContent() string {
+	var b strings.Builder
+	for i := range c.texts {
+		t := &c.texts[i]
+		if t.msg == c.lastUser && (t.kind == content || t.kind == part) {
+			b.WriteString(t.text)
+		}
+	}
+	return b.String()
+}
+
+// schema applies a json_schema rule: the last user message's content
+// must be JSON valid against s. An embeddings call, or a rule without a
+// schema, is not checked.
+func (c *checking) schema(policy string, s *jsonschema.Schema, action guardrail.Action, shadow bool) error {
+	if !c.chatCall || s == nil {
+		return nil
+	}
+	err := s.Validate(c.lastUserContent())
+	if err == nil {
+		return nil
+	}
+	c.note(policy, config.GuardrailJSONSchema, verdictAction(action, shadow))
+	if shadow || action != guardrail.Deny {
+		return nil
+	}
+	return refuse(policy, config.GuardrailJSONSchema, err.Error())
+}
+
+// webhook applies a webhook rule: its service is asked about every text
+// as it stands; a deny refuses (or is logged), a replace rewrites.
+func (c *checking) webhook(ctx context.Context, policy string, wc *webhook.Client, action guardrail.Action, shadow bool) error {
+	if wc == nil {
+		return nil
+	}
+	texts := make([]webhook.Text, len(c.texts))
+	for i := range c.texts {
+		t := &c.texts[i]
+		texts[i] = webhook.Text{Role: t.role, Location: t.location(), Text: t.text}
+	}
+	st := c.st
+	v, err := wc.Check(ctx, webhook.Request{
+		Phase: guardrail.Prompt, Texts: texts, Tools: c.tools, Sensitive: st.Sensitive,
+		Metadata: webhook.Metadata{Tenant: st.Tenant, Agent: st.Agent, Policy: policy, Operation: st.Operation, RequestID: st.RequestID},
+	})
+	if err != nil && c.log != nil && !errors.Is(err, webhook.ErrSensitive) {
+		// The error names the webhook's URL without user info and query,
+		// never a text.
+		c.log.WarnContext(ctx, "guardrail webhook failed: its on_error verdict applies", "policy", policy, "request_id", st.RequestID,
+			"verdict", v.Action.String(), "error", err.Error())
+	}
+	switch v.Action {
+	case webhook.Allow:
+		return nil
+	case webhook.Replace:
+		if shadow {
+			c.note(policy, config.GuardrailWebhook, verdictAction(guardrail.Redact, true))
+			return nil
+		}
+		c.note(policy, config.GuardrailWebhook, guardrail.Redact.String())
+		for _, r := range v.Texts {
+			for i := range texts {
+				if texts[i].Location == r.Location {
+					c.texts[i].text, c.texts[i].changed = r.Text, true
+					break
+				}
+			}
+		}
+		return nil
+	}
+	// Deny: the answer's, or the on_error verdict of a failed exchange.
+	c.note(policy, config.GuardrailWebhook, verdictAction(action, shadow))
+	if shadow || action != guardrail.Deny {
+		return nil
+	}
+	return refuse(policy, config.GuardrailWebhook, v.Reason)
+}
+
+// write puts the changed texts back into req.
+func (c *checking) write(req any) {
+	switch r := req.(type) {
+	case *flexwayv1.CreateChatCompletionRequest:
+		c.writeChat(r)
+	case *flexwayv1.CreateEmbeddingRequest:
+		for i := range c.texts {
+			t := &c.texts[i]
+			if !t.changed {
+				continue
+			}
+			switch in := r.GetInput().GetInput().(type) {
+			case *flexwayv1.EmbeddingInput_Text:
+				in.Text = t.text
+			case *flexwayv1.EmbeddingInput_Texts:
+				in.Texts.Values[t.msg] = t.text
+			}
+		}
+	}
+}
+
+func (c *checking) writeChat(r *flexwayv1.CreateChatCompletionRequest) {
+	for i := 0; i < len(c.texts); i++ {
+		t := &c.texts[i]
+		m := r.Messages[t.msg]
+		if t.kind == toolArgs {
+			// The message's tool call arguments, contiguous: the changed
+			// ones spliced in together.
+			var args []argument
+			j := i
+			for ; j < len(c.texts) && c.texts[j].kind == toolArgs && c.texts[j].msg == t.msg; j++ {
+				if c.texts[j].changed {
+					a := c.texts[j].arg
+					a.text = c.texts[j].text
+					args = append(args, a)
+				}
+			}
+			if args != nil {
+				m.ExtraFields["tool_calls"] = spliceArguments(m.ExtraFields["tool_calls"], args)
+			}
+			i = j - 1
+			continue
+		}
+		if !t.changed {
+			continue
+		}
+		switch t.kind {
+		case content:
+			m.Content = &flexwayv1.ChatMessage_Text{Text: t.text}
+		case part:
+			s := t.text
+			m.GetParts().Parts[t.idx].Text = &s
+		case partRefusal:
+			m.GetParts().Parts[t.idx].ExtraFields["refusal"] = string(jsonstring.Append(nil, t.text))
+		case refusal:
+			m.ExtraFields["refusal"] = string(jsonstring.Append(nil, t.text))
+		case reasoning:
+			m.ExtraFields["reasoning_content"] = string(jsonstring.Append(nil, t.text))
+		}
+	}
+}
