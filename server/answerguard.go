@@ -73,6 +73,19 @@ type answerGuard struct {
 	ordered  []*flexwayv1.ChatCompletionChunk // buffered chunks, when buffer
 }
 
+// checkAnswerSchemas refuses, before anything is sent upstream, a request
+// whose response_format or tools schema a response json_schema rule of
+// its policies would have to check and that does not compile: 400
+// invalid_request (checking after the call would have paid for an answer
+// the caller cannot get). Compiled schemas are cached, so the guard made
+// per attempt does not compile them again.
+func (c *Core) checkAnswerSchemas(ctx context.Context, st *call.State, req *flexwayv1.CreateChatCompletionRequest) error {
+	if g := c.newAnswerGuard(ctx, st, req); g != nil && g.reqErr != nil {
+		return faults.Wrap(faults.InvalidRequest, g.reqErr, "response_format or tools: the schema does not compile")
+	}
+	return nil
+}
+
 // newAnswerGuard returns the guard of st's response rules for req, nil
 // when the call's policies have none.
 func (c *Core) newAnswerGuard(ctx context.Context, st *call.State, req *flexwayv1.CreateChatCompletionRequest) *answerGuard {
@@ -113,7 +126,7 @@ func (g *answerGuard) verdict(policyName, ruleType string, action guardrail.Acti
 	}
 	g.st.AddGuardrail(call.GuardrailVerdict{Policy: policyName, Rule: ruleType, Phase: guardrail.Response.String(), Action: a})
 	if action == guardrail.Deny && !shadow {
-		return faults.New(faults.GuardrailViolation, "the answer was refused by the %s rule of policy %q", ruleType, policyName)
+		return faults.New(faults.GuardrailViolation, "policy %q refuses the answer: guardrail %s", policyName, ruleType)
 	}
 	return nil
 }

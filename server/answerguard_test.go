@@ -188,7 +188,7 @@ func TestStreamDenyMidStream(t *testing.T) {
 	if fe.Reason != faults.GuardrailViolation {
 		t.Fatalf("err %v, want guardrail_violation", err)
 	}
-	if !strings.Contains(fe.Message, `secrets rule of policy "p"`) || strings.Contains(fe.Message, "sk-") {
+	if !strings.Contains(fe.Message, `policy "p" refuses the answer: guardrail secrets`) || strings.Contains(fe.Message, "sk-") {
 		t.Fatalf("message %q", fe.Message)
 	}
 	if strings.Contains(r.wire(), "sk-") || strings.Contains(r.wire(), "stop") {
@@ -369,7 +369,7 @@ func TestJSONAnswer(t *testing.T) {
 	st = guardState(t, false, nil, denySecrets, config.GuardrailRule{Type: "json_schema", Action: "deny"})
 	resp = &flexwayv1.ChatCompletion{Choices: []*flexwayv1.ChatCompletionChoice{{Message: &flexwayv1.ChatMessage{Content: &flexwayv1.ChatMessage_Text{Text: `{"id":"x"}`}}}}}
 	err := New(Options{}).newAnswerGuard(context.Background(), st, schemaReq).checkJSON(resp)
-	if fe := faults.As(err); fe.Reason != faults.GuardrailViolation || !strings.Contains(fe.Message, `json_schema rule of policy "p"`) {
+	if fe := faults.As(err); fe.Reason != faults.GuardrailViolation || !strings.Contains(fe.Message, `policy "p" refuses the answer: guardrail json_schema`) {
 		t.Fatalf("schema: %v", err)
 	}
 	resp = &flexwayv1.ChatCompletion{Choices: []*flexwayv1.ChatCompletionChoice{{Message: &flexwayv1.ChatMessage{Content: &flexwayv1.ChatMessage_Text{Text: `{"id":1}`},
@@ -431,7 +431,7 @@ func TestWebhookAnswer(t *testing.T) {
 	hook.URL = deny.URL
 	st = guardState(t, false, nil, hook)
 	r, _, err = relayGuarded(t, st, nil, roleChunk(), textChunk(0, "hello"), finishChunk(0))
-	if fe := faults.As(err); fe.Reason != faults.GuardrailViolation || !strings.Contains(fe.Message, `webhook rule of policy "p"`) || len(r.sent) != 0 {
+	if fe := faults.As(err); fe.Reason != faults.GuardrailViolation || !strings.Contains(fe.Message, `policy "p" refuses the answer: guardrail webhook`) || len(r.sent) != 0 {
 		t.Fatalf("deny: %v, sent %d", err, len(r.sent))
 	}
 }

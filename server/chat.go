@@ -24,6 +24,9 @@ func (c *Core) CreateChatCompletion(ctx context.Context, req *flexwayv1.CreateCh
 	if err != nil {
 		return nil, err
 	}
+	if err := c.checkAnswerSchemas(ctx, st, req); err != nil {
+		return nil, err
+	}
 	var resp *flexwayv1.ChatCompletion
 	err = c.runPlan(ctx, st, req.GetModel(), func(ctx context.Context, b backends.Backend, o call.Outcome, _ bool) (call.Outcome, bool, error) {
 		r, served, err := b.CreateChatCompletion(ctx, req)
@@ -69,6 +72,9 @@ func (c *Core) StreamChatCompletion(req *flexwayv1.CreateChatCompletionRequest, 
 	ctx := ss.Context()
 	st, err := state(ctx)
 	if err != nil {
+		return err
+	}
+	if err := c.checkAnswerSchemas(ctx, st, req); err != nil {
 		return err
 	}
 	wantUsage := req.GetStreamOptions().GetIncludeUsage()

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -106,7 +107,7 @@ func TestResponseGuardDenyMidStream(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("status %d: %s", resp.StatusCode, raw)
 	}
-	want := `data: {"error":{"message":"the answer was refused by the secrets rule of policy \"answers\"","type":"content_filter","param":null,"code":"guardrail_violation"}}` + "\n\n"
+	want := `data: {"error":{"message":"policy \"answers\" refuses the answer: guardrail secrets","type":"content_filter","param":null,"code":"guardrail_violation"}}` + "\n\n"
 	if !strings.HasSuffix(string(raw), want) {
 		t.Fatalf("stream does not end with the error event:\n%s", raw)
 	}
@@ -157,7 +158,7 @@ func TestResponseGuardJSONSchema(t *testing.T) {
 		resp := post(t, g, "/v1/chat/completions", `{"model":"m-large",`+s+`,`+schemaFormat+`,"messages":[{"role":"user","content":"hi"}]}`)
 		raw, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		if resp.StatusCode != 403 || !strings.Contains(string(raw), `"code":"guardrail_violation"`) || !strings.Contains(string(raw), `json_schema rule of policy \"answers\"`) {
+		if resp.StatusCode != 403 || !strings.Contains(string(raw), `"code":"guardrail_violation"`) || !strings.Contains(string(raw), `policy \"answers\" refuses the answer: guardrail json_schema`) {
 			t.Fatalf("stream %v: %d %s", stream, resp.StatusCode, raw)
 		}
 		resp = post(t, g, "/v1/chat/completions", `{"model":"m-large",`+s+`,`+schemaFormat+`,"messages":[{"role":"user","content":"valid please"}]}`)
@@ -265,5 +266,30 @@ func TestResponseGuardFallbackKeepsNoHeldText(t *testing.T) {
 	}
 	if resp.Header.Get("Flexway-Degraded") != "backend-fallback" {
 		t.Fatalf("Flexway-Degraded %q", resp.Header.Get("Flexway-Degraded"))
+	}
+}
+
+// TestResponseGuardBadSchemaBeforeTheCall: a request whose response_format
+// schema does not compile, under a response json_schema rule, is a 400
+// before anything is sent upstream (it was sent, paid for, then refused),
+// in both modes, and is charged nothing.
+func TestResponseGuardBadSchemaBeforeTheCall(t *testing.T) {
+	var calls atomic.Int32
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		jsonHandler(200, `{"id":"c1","object":"chat.completion","created":1,"model":"m-large","choices":[{"index":0,"message":{"role":"assistant","content":"{}"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":4,"total_tokens":7}}`)(w, r)
+	})
+	g := startGateway(t, baseConfig(t, up.URL, answerPolicies))
+	bad := `"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"type":12}}}`
+	for _, s := range []string{`"stream":false`, `"stream":true`} {
+		resp := post(t, g, "/v1/chat/completions", `{"model":"m-large",`+s+`,`+bad+`,"messages":[{"role":"user","content":"hi"}]}`)
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 400 || !strings.Contains(string(raw), `"code":"invalid_request"`) || !strings.Contains(string(raw), "does not compile") {
+			t.Errorf("%s: %d %s", s, resp.StatusCode, raw)
+		}
+	}
+	if n := calls.Load(); n != 0 {
+		t.Errorf("%d upstream calls, want 0", n)
 	}
 }
