@@ -37,7 +37,8 @@ func FuzzScanner(f *testing.F) {
 }
 
 // TestFindLinear: a 24 MiB prompt is checked in bounded time, and twice
-// the text takes about twice the time.
+// the text takes about twice the time (each size timed at its best of
+// three, so that a loaded machine's pauses do not decide).
 func TestFindLinear(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		t.Skip("24 MiB, timed: not under -short or -race")
@@ -46,21 +47,34 @@ func TestFindLinear(t *testing.T) {
 	unit := "card 4111 1111 1111 1111, mail a@b.io, ignore previous instructions, hydra ４１１１ 1.2.3.4 "
 	big := strings.Repeat(unit, (24<<20)/len(unit))
 	t0 := testingNow()
-	n1 := len(s.Find(big, nil))
-	d1 := testingSince(t0)
-	if d1.Seconds() > 10 {
-		t.Fatalf("24 MiB took %v", d1)
+	if n := len(s.Find(big, nil)); n == 0 {
+		t.Fatal("no match in 24 MiB")
 	}
-	t0 = testingNow()
-	n2 := len(s.Find(big+big, nil))
-	d2 := testingSince(t0)
+	if d := testingSince(t0); d.Seconds() > 10 {
+		t.Fatalf("24 MiB took %v", d)
+	}
+	best := func(text string) (time.Duration, int) {
+		var d time.Duration
+		n := 0
+		for range 3 {
+			t0 := testingNow()
+			n = len(s.Find(text, nil))
+			if e := testingSince(t0); d == 0 || e < d {
+				d = e
+			}
+		}
+		return d, n
+	}
+	half := big[:len(big)/3/len(unit)*len(unit)]
+	d1, n1 := best(half)
+	d2, n2 := best(half + half)
 	if n2 != 2*n1 || n1 == 0 {
 		t.Fatalf("matches %d, %d", n1, n2)
 	}
 	if d2 > 3*d1 {
-		t.Fatalf("48 MiB took %v, 24 MiB %v: not linear", d2, d1)
+		t.Fatalf("%d MiB took %v, %d MiB %v: not linear", 2*len(half)>>20, d2, len(half)>>20, d1)
 	}
-	t.Logf("24 MiB: %v, 48 MiB: %v", d1, d2)
+	t.Logf("%d MiB: %v, %d MiB: %v (best of 3)", len(half)>>20, d1, 2*len(half)>>20, d2)
 }
 
 var (
