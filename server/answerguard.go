@@ -45,7 +45,8 @@ type guardChannel struct {
 	kind   uint8
 	tool   int // the tool call's index, for chanTool
 	h      *guardrail.Holder
-	name   string // the tool call's function name, when seen
+	unesc  *jsonstring.Unescaper // chanTool: the arguments' strings, decoded before the holder
+	name   string                // the tool call's function name, when seen
 	all    strings.Builder
 	out    string // released in the chunk being rewritten
 	hit    bool   // out is to be written into the chunk
@@ -331,9 +332,15 @@ func (g *answerGuard) checkJSON(resp *flexwayv1.ChatCompletion) error {
 			texts := make([]string, len(args))
 			changed := false
 			for i, a := range args {
-				r, err := g.text(a.text)
+				// The arguments are JSON: their strings are checked
+				// decoded, as whoever uses them reads them.
+				u := jsonstring.Unescape(a.text)
+				r, err := g.text(u)
 				if err != nil {
 					return err
+				}
+				if r == u {
+					r = a.text // unchanged: the bytes as the upstream sent them
 				}
 				texts[i] = r
 				changed = changed || r != a.text
@@ -487,12 +494,18 @@ func (g *answerGuard) channel(choice int32, kind uint8, tool int) *guardChannel 
 		}
 	}
 	c := &guardChannel{choice: choice, kind: kind, tool: tool, h: g.sc.NewHolder()}
+	if kind == chanTool {
+		c.unesc = new(jsonstring.Unescaper)
+	}
 	g.chans = append(g.chans, c)
 	return c
 }
 
 // push adds s to c; what c releases is added to c.out.
 func (g *answerGuard) push(c *guardChannel, s string) error {
+	if c.unesc != nil {
+		s = c.unesc.Push(s)
+	}
 	rel, found := c.h.Push(s)
 	if err := g.matches(found); err != nil {
 		return err
@@ -511,6 +524,16 @@ func (g *answerGuard) flush(c *guardChannel) error {
 		return nil
 	}
 	c.done = true
+	if u := c.unesc; u != nil {
+		if rest := u.Flush(); rest != "" {
+			c.unesc = nil // rest is an escape never completed: as is
+			err := g.push(c, rest)
+			c.unesc = u
+			if err != nil {
+				return err
+			}
+		}
+	}
 	rel, found := c.h.Flush()
 	if err := g.matches(found); err != nil {
 		return err

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -433,5 +434,79 @@ func TestWebhookAnswer(t *testing.T) {
 	r, _, err = relayGuarded(t, st, nil, roleChunk(), textChunk(0, "hello"), finishChunk(0))
 	if fe := faults.As(err); fe.Reason != faults.GuardrailViolation || !strings.Contains(fe.Message, `policy "p" refuses the answer: guardrail webhook`) || len(r.sent) != 0 {
 		t.Fatalf("deny: %v, sent %d", err, len(r.sent))
+	}
+}
+
+// TestToolArgumentEscapes: tool call arguments are JSON themselves, and
+// whoever uses them decodes them: a card written with \u escapes inside
+// them is found and redacted, in a JSON answer and in a stream whose
+// escape is split across deltas (it reached the client before).
+func TestToolArgumentEscapes(t *testing.T) {
+	st := guardState(t, false, nil, redactCards)
+	resp := &flexwayv1.ChatCompletion{Choices: []*flexwayv1.ChatCompletionChoice{{Message: &flexwayv1.ChatMessage{
+		Role: "assistant",
+		ExtraFields: map[string]string{
+			"tool_calls": `[{"id":"call_1","type":"function","function":{"name":"pay","arguments":"{\"card\":\"\\u0034111 1111 1111 1111\",\"note\":\"caf\\u00e9\"}"}}]`,
+		},
+	}}}}
+	if err := New(Options{}).newAnswerGuard(context.Background(), st, schemaReq).checkJSON(resp); err != nil {
+		t.Fatal(err)
+	}
+	got := resp.GetChoices()[0].GetMessage().ExtraFields["tool_calls"]
+	if want := `[{"id":"call_1","type":"function","function":{"name":"pay","arguments":"{\"card\":\"[REDACTED:credit_card]\",\"note\":\"café\"}"}}]`; got != want {
+		t.Fatalf("tool_calls %s\nwant %s", got, want)
+	}
+
+	mk := func(raw string) *flexwayv1.ChatCompletionChunk {
+		return &flexwayv1.ChatCompletionChunk{Id: "c1", Choices: []*flexwayv1.ChatCompletionChunkChoice{{Index: 0, Delta: &flexwayv1.ChatMessage{ExtraFields: map[string]string{"tool_calls": raw}}}}}
+	}
+	args := `{"card":"\u0034111 1111 1111 1111"}`
+	for i := 1; i < len(args); i++ {
+		q1, _ := json.Marshal(args[:i])
+		q2, _ := json.Marshal(args[i:])
+		r, _, err := relayGuarded(t, st, nil,
+			mk(`[{"index":0,"id":"call_1","type":"function","function":{"name":"pay","arguments":""}}]`),
+			mk(`[{"index":0,"function":{"arguments":`+string(q1)+`}}]`),
+			mk(`[{"index":0,"function":{"arguments":`+string(q2)+`}}]`),
+			finishChunk(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var all strings.Builder
+		for _, ch := range r.sent {
+			for _, c := range ch.GetChoices() {
+				if raw, ok := c.GetDelta().GetExtraFields()["tool_calls"]; ok {
+					as, _ := toolArgs(raw, nil)
+					for _, a := range as {
+						all.WriteString(a.text)
+					}
+				}
+			}
+		}
+		if all.String() != `{"card":"[REDACTED:credit_card]"}` {
+			t.Fatalf("split at %d: the client's arguments are %s", i, all.String())
+		}
+	}
+	// Arguments cut inside an escape keep it, as sent.
+	r, _, err := relayGuarded(t, st, nil,
+		mk(`[{"index":0,"id":"call_1","type":"function","function":{"name":"pay","arguments":""}}]`),
+		mk(`[{"index":0,"function":{"arguments":"{\"a\":\"x\\u00"}}]`),
+		finishChunk(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all strings.Builder
+	for _, ch := range r.sent {
+		for _, c := range ch.GetChoices() {
+			if raw, ok := c.GetDelta().GetExtraFields()["tool_calls"]; ok {
+				as, _ := toolArgs(raw, nil)
+				for _, a := range as {
+					all.WriteString(a.text)
+				}
+			}
+		}
+	}
+	if all.String() != `{"a":"x\u00` {
+		t.Fatalf("cut escape: the client's arguments are %s", all.String())
 	}
 }

@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"reflect"
 	"testing"
+
+	"github.com/flexway/flexway/server/jsonstring"
 )
 
-// FuzzToolArguments: on any input, toolArguments and unescapeStrings do
+// FuzzToolArguments: on any input, toolArguments and jsonstring.Unescape do
 // not panic; on valid JSON, toolArguments does not fail, and splicing
 // every argument back (as its unescaped form) gives JSON that decodes to
 // the same value: the spans are exactly the strings.
@@ -19,7 +21,7 @@ func FuzzToolArguments(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, raw string) {
-		_ = unescapeStrings(raw)
+		_ = jsonstring.Unescape(raw)
 		args, err := toolArguments(raw)
 		if !json.Valid([]byte(raw)) {
 			return
@@ -28,7 +30,7 @@ func FuzzToolArguments(f *testing.F) {
 			t.Fatalf("valid JSON refused: %v", err)
 		}
 		for i := range args {
-			args[i].text = unescapeStrings(args[i].text)
+			args[i].text = jsonstring.Unescape(args[i].text)
 		}
 		out := spliceArguments(raw, args)
 		var before, after any

@@ -167,7 +167,7 @@ func (c *checking) chat(r *flexwayv1.CreateChatCompletionRequest) error {
 				return fe
 			}
 			for _, a := range args {
-				c.texts = append(c.texts, text{kind: toolArgs, role: role, msg: i, idx: a.call, text: unescapeStrings(a.text), arg: a})
+				c.texts = append(c.texts, text{kind: toolArgs, role: role, msg: i, idx: a.call, text: jsonstring.Unescape(a.text), arg: a})
 			}
 		}
 	}
