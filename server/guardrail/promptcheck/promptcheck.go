@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -73,14 +74,13 @@ func (k Checker) Check(ctx context.Context, st *call.State, req any) error {
 type kind uint8
 
 const (
-	content     kind = iota // messages[i].content, a string
-	part                    // messages[i].content[j].text
-	partRefusal             // messages[i].content[j].refusal
-	refusal                 // messages[i].refusal
-	reasoning               // messages[i].reasoning_content
-	toolArgs                // messages[i].tool_calls[j].function.arguments
-	input                   // input, one string
-	inputs                  // input[j]
+	content  kind = iota // messages[i].content, a string
+	part                 // messages[i].content[j].text
+	toolArgs             // messages[i].tool_calls[j].function.arguments
+	name                 // messages[i].name
+	extra                // a string inside a field Flexway does not model (refusal, reasoning_content, function_call, audio, tools, metadata, …)
+	input                // input, one string
+	inputs               // input[j]
 )
 
 // text is one text of the request and where it goes back.
@@ -94,6 +94,13 @@ type text struct {
 	changed  bool
 	// arg is the tool call argument's span in the raw tool_calls JSON.
 	arg argument
+	// fields, key and val are an extra text's map of raw JSON fields
+	// (a part's, a message's, the request's), its key there and the
+	// string's span in that field's value.
+	fields map[string]string
+	key    string
+	prefix string // the location of the map's owner: "messages[1].content[0]", "" for the request
+	val    jsonstring.Value
 }
 
 // location is the text's location in the caller's request.
@@ -104,12 +111,13 @@ func (t *text) location() string {
 		return m + ".content"
 	case part:
 		return m + ".content[" + strconv.Itoa(t.idx) + "].text"
-	case partRefusal:
-		return m + ".content[" + strconv.Itoa(t.idx) + "].refusal"
-	case refusal:
-		return m + ".refusal"
-	case reasoning:
-		return m + ".reasoning_content"
+	case name:
+		return m + ".name"
+	case extra:
+		if t.prefix == "" {
+			return t.key + t.val.Path
+		}
+		return t.prefix + "." + t.key + t.val.Path
 	case toolArgs:
 		return m + ".tool_calls[" + strconv.Itoa(t.idx) + "].function.arguments"
 	case input:
@@ -147,18 +155,14 @@ func (c *checking) chat(r *flexwayv1.CreateChatCompletionRequest) error {
 				if p.Text != nil {
 					c.texts = append(c.texts, text{kind: part, role: role, msg: i, idx: j, text: p.GetText()})
 				}
-				if s, ok := jsonString(p.GetExtraFields()["refusal"]); ok {
-					c.texts = append(c.texts, text{kind: partRefusal, role: role, msg: i, idx: j, text: s})
-				}
+				c.extras(role, i, "messages["+strconv.Itoa(i)+"].content["+strconv.Itoa(j)+"]", p.GetExtraFields())
 			}
 		}
 		extra := m.GetExtraFields()
-		if s, ok := jsonString(extra["refusal"]); ok {
-			c.texts = append(c.texts, text{kind: refusal, role: role, msg: i, text: s})
+		if m.Name != nil {
+			c.texts = append(c.texts, text{kind: name, role: role, msg: i, text: m.GetName()})
 		}
-		if s, ok := jsonString(extra["reasoning_content"]); ok {
-			c.texts = append(c.texts, text{kind: reasoning, role: role, msg: i, text: s})
-		}
+		c.extras(role, i, "messages["+strconv.Itoa(i)+"]", extra)
 		if raw, ok := extra["tool_calls"]; ok {
 			args, err := toolArguments(raw)
 			if err != nil {
@@ -171,11 +175,44 @@ func (c *checking) chat(r *flexwayv1.CreateChatCompletionRequest) error {
 			}
 		}
 	}
+	c.extras("", -1, "", r.GetExtraFields())
 	return nil
+}
+
+// extras collects every string inside the raw JSON fields of a part, a
+// message or the request (fields; tool_calls aside, read as tool calls):
+// whatever the upstream gets is checked, whether Flexway models it or not
+// (refusal, reasoning_content, a legacy function_call, audio, tools'
+// descriptions, metadata, user, stop, prediction, an unknown field).
+// The strings are checked decoded, \u escapes inside them too: a field
+// may hold JSON in a string (function_call.arguments). A field's value
+// that is not JSON (a gRPC caller's) is checked as text.
+func (c *checking) extras(role string, msg int, prefix string, fields map[string]string) {
+	if len(fields) == 0 {
+		return
+	}
+	keys := make([]string, 0, len(fields))
+	for k := range fields {
+		if k != "tool_calls" || prefix == "" {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		raw := fields[k]
+		vs, err := jsonstring.Values(raw)
+		if err != nil {
+			vs = []jsonstring.Value{{Start: 0, End: len(raw), Text: raw, Path: ""}}
+		}
+		for _, v := range vs {
+			c.texts = append(c.texts, text{kind: extra, role: role, msg: msg, text: jsonstring.Unescape(v.Text), fields: fields, key: k, prefix: prefix, val: v})
+		}
+	}
 }
 
 // embeddings collects the input strings of an embeddings request.
 func (c *checking) embeddings(r *flexwayv1.CreateEmbeddingRequest) {
+	defer c.extras("", -1, "", r.GetExtraFields())
 	switch in := r.GetInput().GetInput().(type) {
 	case *flexwayv1.EmbeddingInput_Text:
 		c.texts = append(c.texts, text{kind: input, text: in.Text})
@@ -322,10 +359,16 @@ func (c *checking) webhook(ctx context.Context, policy string, wc *webhook.Clien
 	if wc == nil {
 		return nil
 	}
-	texts := make([]webhook.Text, len(c.texts))
+	// Every text but the request's tools, which the webhook gets whole.
+	texts := make([]webhook.Text, 0, len(c.texts))
+	at := make([]int, 0, len(c.texts)) // texts[k] is c.texts[at[k]]
 	for i := range c.texts {
 		t := &c.texts[i]
-		texts[i] = webhook.Text{Role: t.role, Location: t.location(), Text: t.text}
+		if t.kind == extra && t.prefix == "" && t.key == "tools" {
+			continue
+		}
+		texts = append(texts, webhook.Text{Role: t.role, Location: t.location(), Text: t.text})
+		at = append(at, i)
 	}
 	st := c.st
 	v, err := wc.Check(ctx, webhook.Request{
@@ -348,9 +391,9 @@ func (c *checking) webhook(ctx context.Context, policy string, wc *webhook.Clien
 		}
 		c.note(policy, config.GuardrailWebhook, guardrail.Redact.String())
 		for _, r := range v.Texts {
-			for i := range texts {
-				if texts[i].Location == r.Location {
-					c.texts[i].text, c.texts[i].changed = r.Text, true
+			for k := range texts {
+				if texts[k].Location == r.Location {
+					c.texts[at[k]].text, c.texts[at[k]].changed = r.Text, true
 					break
 				}
 			}
@@ -389,6 +432,29 @@ func (c *checking) write(req any) {
 func (c *checking) writeChat(r *flexwayv1.CreateChatCompletionRequest) {
 	for i := 0; i < len(c.texts); i++ {
 		t := &c.texts[i]
+		if t.kind == extra {
+			// One field's strings, contiguous: the changed ones spliced in
+			// together.
+			var vs []jsonstring.Value
+			var texts []string
+			j := i
+			for ; j < len(c.texts) && c.texts[j].kind == extra && c.texts[j].key == t.key && c.texts[j].prefix == t.prefix; j++ {
+				if c.texts[j].changed {
+					vs = append(vs, c.texts[j].val)
+					texts = append(texts, c.texts[j].text)
+				}
+			}
+			if vs != nil {
+				raw := t.fields[t.key]
+				if vs[0].Path == "" && vs[0].Start == 0 && vs[0].End == len(raw) && (raw == "" || raw[0] != '"') {
+					t.fields[t.key] = texts[0] // a value that was not JSON: text as text
+				} else {
+					t.fields[t.key] = jsonstring.Splice(raw, vs, texts)
+				}
+			}
+			i = j - 1
+			continue
+		}
 		m := r.Messages[t.msg]
 		if t.kind == toolArgs {
 			// The message's tool call arguments, contiguous: the changed
@@ -417,12 +483,9 @@ func (c *checking) writeChat(r *flexwayv1.CreateChatCompletionRequest) {
 		case part:
 			s := t.text
 			m.GetParts().Parts[t.idx].Text = &s
-		case partRefusal:
-			m.GetParts().Parts[t.idx].ExtraFields["refusal"] = string(jsonstring.Append(nil, t.text))
-		case refusal:
-			m.ExtraFields["refusal"] = string(jsonstring.Append(nil, t.text))
-		case reasoning:
-			m.ExtraFields["reasoning_content"] = string(jsonstring.Append(nil, t.text))
+		case name:
+			s := t.text
+			m.Name = &s
 		}
 	}
 }

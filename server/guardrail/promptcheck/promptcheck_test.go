@@ -407,3 +407,56 @@ func TestWebhookFailureLogged(t *testing.T) {
 		t.Errorf("log: %s", out)
 	}
 }
+
+// TestUnmodelledFields: every string the request carries upstream is
+// checked, not only the fields Flexway models: a message's name, legacy
+// function_call arguments, audio, unknown fields of a message or a part
+// (raw JSON with leading whitespace too, as a gRPC caller may write it),
+// and the request's own fields (tools' descriptions, metadata, user,
+// stop, prediction). They all reached the upstream before.
+func TestUnmodelledFields(t *testing.T) {
+	st := state(t, redactCards)
+	name := "n " + card
+	req := &flexwayv1.CreateChatCompletionRequest{Model: "m", Messages: []*flexwayv1.ChatMessage{
+		{Role: "user", Name: &name, Content: &flexwayv1.ChatMessage_Parts{Parts: &flexwayv1.ContentParts{Parts: []*flexwayv1.ContentPart{
+			{Type: "text", Text: ptr("hi"), ExtraFields: map[string]string{"zzz": `"p ` + card + `"`}},
+		}}}},
+		{Role: "assistant", Content: &flexwayv1.ChatMessage_Text{Text: "ok"}, ExtraFields: map[string]string{
+			"function_call":     `{"name":"pay","arguments":"{\"card\":\"\\u0034111 1111 1111 1111\"}"}`,
+			"audio":             `{"id":"a1","transcript":"t ` + card + `"}`,
+			"reasoning_content": " \n\"r " + card + `"`,
+			"zzz":               `[1, {"deep": "d ` + card + `"}]`,
+		}},
+	}, ExtraFields: map[string]string{
+		"tools":      `[{"type":"function","function":{"name":"pay","description":"use ` + card + `","parameters":{"type":"object"}}}]`,
+		"metadata":   `{"k":"m ` + card + `"}`,
+		"user":       `"u ` + card + `"`,
+		"stop":       `["s ` + card + `"]`,
+		"prediction": `{"type":"content","content":"p ` + card + `"}`,
+	}}
+	if err := check(t.Context(), st, req); err != nil {
+		t.Fatal(err)
+	}
+	const r = "[REDACTED:credit_card]"
+	m := req.Messages
+	for what, got := range map[string]string{
+		"name":          m[0].GetName(),
+		"part zzz":      m[0].GetParts().Parts[0].ExtraFields["zzz"],
+		"function_call": m[1].ExtraFields["function_call"],
+		"audio":         m[1].ExtraFields["audio"],
+		"reasoning":     m[1].ExtraFields["reasoning_content"],
+		"zzz":           m[1].ExtraFields["zzz"],
+		"tools":         req.ExtraFields["tools"],
+		"metadata":      req.ExtraFields["metadata"],
+		"user":          req.ExtraFields["user"],
+		"stop":          req.ExtraFields["stop"],
+		"prediction":    req.ExtraFields["prediction"],
+	} {
+		if strings.Contains(got, "4111") || strings.Contains(got, `\u0034111`) || !strings.Contains(got, r) {
+			t.Errorf("%s = %s: the card is not redacted", what, got)
+		}
+	}
+	if got := m[1].ExtraFields["audio"]; got != `{"id":"a1","transcript":"t `+r+`"}` {
+		t.Errorf("audio = %s: other bytes changed", got)
+	}
+}
