@@ -290,9 +290,64 @@ func spliceArgs(raw string, args []toolArg, texts []string) string {
 	return b.String()
 }
 
+// extras checks every string inside the raw JSON fields (but skip) with
+// the text rules, in place, decoded (\u escapes inside them too: a field
+// may hold JSON in a string); a value that is not JSON is checked as
+// text. A denial is returned.
+func (g *answerGuard) extras(fields map[string]string, skip string) error {
+	if g.sc == nil {
+		return nil
+	}
+	for k, raw := range fields {
+		if k == skip || raw == "null" {
+			continue
+		}
+		vs, err := jsonstring.Values(raw)
+		if err != nil {
+			r, err := g.text(raw)
+			if err != nil {
+				return err
+			}
+			fields[k] = r
+			continue
+		}
+		var changed []jsonstring.Value
+		var texts []string
+		for _, v := range vs {
+			u := jsonstring.Unescape(v.Text)
+			r, err := g.text(u)
+			if err != nil {
+				return err
+			}
+			if r != u {
+				changed, texts = append(changed, v), append(texts, r)
+			}
+		}
+		if changed != nil {
+			fields[k] = jsonstring.Splice(raw, changed, texts)
+		}
+	}
+	return nil
+}
+
+// dropLogprobs sets a choice's logprobs to null when the answer has text
+// rules: they spell out each token's text and bytes, which a redaction
+// (or a hold-back) would otherwise give away.
+func (g *answerGuard) dropLogprobs(fields map[string]string) {
+	if g.sc == nil {
+		return
+	}
+	if v, ok := fields["logprobs"]; ok && v != "null" {
+		fields["logprobs"] = "null"
+	}
+}
+
 // checkJSON applies the response rules to a JSON answer, in place:
 // redactions rewrite resp; a denial is returned (403).
 func (g *answerGuard) checkJSON(resp *flexwayv1.ChatCompletion) error {
+	if err := g.extras(resp.GetExtraFields(), ""); err != nil {
+		return err
+	}
 	for _, ch := range resp.GetChoices() {
 		m := ch.GetMessage()
 		if m == nil {
@@ -316,17 +371,15 @@ func (g *answerGuard) checkJSON(resp *flexwayv1.ChatCompletion) error {
 				}
 			}
 		}
-		for _, f := range [...]string{"reasoning_content", "refusal"} {
-			if s, ok := jsonText(m.GetExtraFields()[f]); ok {
-				r, err := g.text(s)
-				if err != nil {
-					return err
-				}
-				if r != s {
-					m.ExtraFields[f] = quote(r)
-				}
-			}
+		// reasoning_content, refusal, function_call, audio, annotations,
+		// reasoning… : every string, modelled or not.
+		if err := g.extras(m.GetExtraFields(), "tool_calls"); err != nil {
+			return err
 		}
+		if err := g.extras(ch.GetExtraFields(), "logprobs"); err != nil {
+			return err
+		}
+		g.dropLogprobs(ch.GetExtraFields())
 		if raw, ok := m.GetExtraFields()["tool_calls"]; ok && g.sc != nil {
 			args, _ := toolArgs(raw, nil)
 			texts := make([]string, len(args))
@@ -587,6 +640,26 @@ func (g *answerGuard) chunk(ch *flexwayv1.ChatCompletionChunk) (drop bool, err e
 		if s, ok := jsonText(d.GetExtraFields()["refusal"]); ok && s != "" {
 			if err := g.push(g.channel(idx, chanRefusal, 0), s); err != nil {
 				return false, err
+			}
+		}
+		g.dropLogprobs(choice.GetExtraFields())
+		// The delta's other fields (a legacy function_call, audio…),
+		// chunk by chunk: a match split across two chunks of them is not
+		// seen (the channels above hold back; these do not).
+		for k, v := range d.GetExtraFields() {
+			switch k {
+			case "reasoning_content", "refusal", "tool_calls":
+				continue
+			}
+			if v == "null" {
+				continue
+			}
+			one := map[string]string{k: v}
+			if err := g.extras(one, ""); err != nil {
+				return false, err
+			}
+			if one[k] != v {
+				d.ExtraFields[k] = one[k]
 			}
 		}
 		raw, hasTools := d.GetExtraFields()["tool_calls"]

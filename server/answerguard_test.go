@@ -510,3 +510,54 @@ func TestToolArgumentEscapes(t *testing.T) {
 		t.Fatalf("cut escape: the client's arguments are %s", all.String())
 	}
 }
+
+// TestAnswerUnmodelledFields: every string of an answer reaches the rules,
+// modelled or not (a legacy function_call, audio, annotations, another
+// spelling of reasoning, an unknown field of the answer), and logprobs,
+// which spell out the tokens (and their bytes) a redaction hides, are
+// dropped when the answer has text rules; on a stream, the deltas'
+// unmodelled fields are checked chunk by chunk and logprobs dropped too.
+// The attack pass got a card to the client through each.
+func TestAnswerUnmodelledFields(t *testing.T) {
+	st := guardState(t, false, nil, redactCards)
+	resp := &flexwayv1.ChatCompletion{ExtraFields: map[string]string{"zzz": `"top ` + "4111 1111 1111 1111" + `"`},
+		Choices: []*flexwayv1.ChatCompletionChoice{{
+			ExtraFields: map[string]string{"logprobs": `{"content":[{"token":"4111 1111 1111 1111","bytes":[52,49]}]}`},
+			Message: &flexwayv1.ChatMessage{Role: "assistant", Content: &flexwayv1.ChatMessage_Text{Text: "ok"}, ExtraFields: map[string]string{
+				"function_call": `{"name":"pay","arguments":"{\"card\":\"\\u0034111 1111 1111 1111\"}"}`,
+				"audio":         `{"id":"a","transcript":"t 4111 1111 1111 1111"}`,
+				"annotations":   `[{"type":"url_citation","url_citation":{"title":"x 4111 1111 1111 1111"}}]`,
+				"reasoning":     ` "r 4111 1111 1111 1111"`,
+			}},
+		}}}
+	if err := New(Options{}).newAnswerGuard(context.Background(), st, schemaReq).checkJSON(resp); err != nil {
+		t.Fatal(err)
+	}
+	m := resp.GetChoices()[0].GetMessage()
+	for what, got := range map[string]string{
+		"function_call": m.ExtraFields["function_call"], "audio": m.ExtraFields["audio"],
+		"annotations": m.ExtraFields["annotations"], "reasoning": m.ExtraFields["reasoning"], "top": resp.ExtraFields["zzz"],
+	} {
+		if strings.Contains(got, "4111") || strings.Contains(got, `u0034111`) || !strings.Contains(got, "[REDACTED:credit_card]") {
+			t.Errorf("%s = %s", what, got)
+		}
+	}
+	if got := resp.GetChoices()[0].ExtraFields["logprobs"]; got != "null" {
+		t.Errorf("logprobs = %s, want null", got)
+	}
+
+	lp := func(ch *flexwayv1.ChatCompletionChunk, tok string) *flexwayv1.ChatCompletionChunk {
+		ch.Choices[0].ExtraFields = map[string]string{"logprobs": `{"content":[{"token":` + quote(tok) + `}]}`}
+		return ch
+	}
+	fc := &flexwayv1.ChatCompletionChunk{Id: "c1", Choices: []*flexwayv1.ChatCompletionChunkChoice{{Index: 0, Delta: &flexwayv1.ChatMessage{ExtraFields: map[string]string{
+		"function_call": `{"arguments":"{\"card\":\"4111 1111 1111 1111\"}"}`,
+	}}}}}
+	r, _, err := relayGuarded(t, st, nil, roleChunk(), lp(textChunk(0, "card "), "card "), lp(textChunk(0, "4111"), "4111"), lp(textChunk(0, " 1111 1111 1111 ok"), " 1111 1111 1111 ok"), fc, finishChunk(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := r.wire(); strings.Contains(w, "4111") || strings.Contains(w, `"logprobs":{`) {
+		t.Errorf("the stream gives the card away: %s", w)
+	}
+}
