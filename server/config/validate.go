@@ -77,6 +77,7 @@ func (c *Config) validate(col *collector) {
 	c.Identity.validate(col)
 	c.AI.validate(col)
 	c.AI.validatePolicies(col, c.Identity)
+	c.checkPromptLogPaths(col)
 	if m := c.Server.MaxInflightBodyBytes; m <= 0 {
 		col.errorf("server.max_inflight_body_bytes", "must be positive")
 	} else if m < c.AI.Vision.MaxBodyBytes {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/url"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -157,5 +158,30 @@ func checkPromptLogging(col *collector, path, policy string, l PromptLogging) {
 	col.warnf(path, "policy %q collects prompts and answers of its calls in %s: make sure that is allowed, and that the file is protected", policy, l.Path)
 	if l.IncludeSensitive {
 		col.warnf(path+".include_sensitive", "sensitive calls' prompts and answers are collected too")
+	}
+}
+
+// checkPromptLogPaths refuses a prompt log that would write where it must
+// never: the audit's file (prompts are never in the audit), the ledger's
+// files (ai.budget.store.path and the files named after it), standard
+// output or error, or a device.
+func (c *Config) checkPromptLogPaths(col *collector) {
+	audit := filepath.Clean(c.Audit.Path)
+	store := filepath.Clean(c.AI.Budget.Store.Path)
+	for i, p := range c.AI.Policies {
+		l := p.PromptLogging
+		if l == nil || !l.Enabled || strings.TrimSpace(l.Path) == "" {
+			continue
+		}
+		path := indexPath("ai.policies", i) + ".prompt_logging.path"
+		lp := filepath.Clean(l.Path)
+		switch {
+		case l.Path == "-" || filepath.Base(l.Path) == "-" || strings.HasPrefix(lp, "/dev/") || strings.HasPrefix(lp, "/proc/"):
+			col.errorf(path, "%s is not a file: prompts go to their own file, never to standard output, standard error or a device", l.Path)
+		case c.Audit.Path != "-" && lp == audit:
+			col.errorf(path, "%s is audit.path: prompts are never written to the audit", l.Path)
+		case c.AI.Budget.Store.Path != "" && (lp == store || strings.HasPrefix(lp, store+".")):
+			col.errorf(path, "%s is the ledger's (ai.budget.store.path %s): a prompt log must have a file of its own", l.Path, c.AI.Budget.Store.Path)
+		}
 	}
 }

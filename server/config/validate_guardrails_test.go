@@ -123,3 +123,26 @@ func TestLoadGuardrailValues(t *testing.T) {
 		t.Errorf("Load with a schema file that is not JSON: no error")
 	}
 }
+
+// TestLoadPromptLogPathsRefused: a prompt log path that is the audit's
+// file, the ledger's (or a file named after it), standard output or a
+// device is a load error; they loaded before (attack pass: prompts landed
+// in audit.jsonl and in ledger.db).
+func TestLoadPromptLogPathsRefused(t *testing.T) {
+	for name, p := range map[string]string{
+		"audit":   "audit.jsonl",
+		"ledger":  "ledger.db",
+		"journal": "ledger.db.journal.0000000000000001",
+		"stdout":  "-",
+		"device":  "/dev/stdout",
+	} {
+		t.Run(name, func(t *testing.T) {
+			src := policyBase + "    - name: p\n      prompt_logging: {enabled: true, path: " + p + "}\n" +
+				"  budget:\n    store: {type: embedded, path: ledger.db}\naudit:\n  path: audit.jsonl\n"
+			_, errs, _ := loadProblems(t, src)
+			if len(errs) != 1 || errs[0].Path != "ai.policies[0].prompt_logging.path" {
+				t.Fatalf("errors %v; want one at ai.policies[0].prompt_logging.path", errs)
+			}
+		})
+	}
+}
