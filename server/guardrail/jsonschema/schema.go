@@ -89,6 +89,9 @@ func CompileJSON(raw []byte) (*Schema, error) {
 // compileJSON compiles raw as the resource at base; files says whether
 // file: references may be loaded.
 func compileJSON(raw []byte, base string, files bool) (*Schema, error) {
+	if err := checkBounds(raw); err != nil {
+		return nil, err
+	}
 	doc, err := js.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {
 		return nil, fmt.Errorf("schema is not JSON: %w", err)
@@ -257,4 +260,50 @@ func pointer(tokens []string) string {
 		b.WriteString(strings.ReplaceAll(t, "/", "~1"))
 	}
 	return b.String()
+}
+
+// The bounds of a schema compiled: a request's schema is the caller's, and
+// the library's compile time grows faster than its nesting (the attack
+// pass: 800 levels of properties, 30 KB, took 4.6 s of CPU; 1,200 levels
+// 14.5 s). OpenAI's structured outputs allow 10 levels of schema nesting,
+// about 20 to 30 levels of JSON.
+const (
+	// MaxDepth is the deepest nesting of objects and arrays a schema may
+	// have, in JSON levels.
+	MaxDepth = 64
+	// MaxBytes is the largest schema compiled, in bytes.
+	MaxBytes = 256 << 10
+)
+
+// ErrTooComplex is the error for a schema past MaxDepth or MaxBytes.
+var ErrTooComplex = errors.New("schema too large or too deeply nested")
+
+// checkBounds refuses raw past MaxBytes or MaxDepth (counted outside
+// strings), in one pass.
+func checkBounds(raw []byte) error {
+	if len(raw) > MaxBytes {
+		return fmt.Errorf("%w: %d bytes, at most %d", ErrTooComplex, len(raw), MaxBytes)
+	}
+	depth, inString, escaped := 0, false, false
+	for _, c := range raw {
+		switch {
+		case inString:
+			if escaped {
+				escaped = false
+			} else if c == '\\' {
+				escaped = true
+			} else if c == '"' {
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			if depth++; depth > MaxDepth {
+				return fmt.Errorf("%w: nested deeper than %d levels", ErrTooComplex, MaxDepth)
+			}
+		case c == '}' || c == ']':
+			depth--
+		}
+	}
+	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -319,4 +320,40 @@ func BenchmarkFromResponseFormat(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestTooComplex: a schema nested past MaxDepth, or larger than
+// MaxBytes, is refused at once with ErrTooComplex, so that a caller's
+// response_format cannot spend seconds of CPU on a compile (the attack
+// pass: 1,200 levels took 14.5 s); one just inside compiles.
+func TestTooComplex(t *testing.T) {
+	nest := func(n int) string {
+		s := `{"type":"string"}`
+		for range n {
+			s = `{"type":"object","properties":{"a":` + s + `}}`
+		}
+		return s
+	}
+	start := time.Now()
+	_, err := CompileJSON([]byte(nest(1200)))
+	if !errors.Is(err, ErrTooComplex) {
+		t.Fatalf("1,200 levels: %v, want ErrTooComplex", err)
+	}
+	if d := time.Since(start); d > 100*time.Millisecond {
+		t.Errorf("refusing took %v", d)
+	}
+	if _, err := FromResponseFormat(`{"type":"json_schema","json_schema":{"name":"x","schema":` + nest(1200) + `}}`); !errors.Is(err, ErrTooComplex) {
+		t.Errorf("response_format of 1,200 levels: %v", err)
+	}
+	if _, err := CompileJSON([]byte(nest(MaxDepth/2 - 1))); err != nil {
+		t.Errorf("%d levels: %v", MaxDepth/2-1, err)
+	}
+	big := `{"type":"object","description":"` + strings.Repeat("x", MaxBytes) + `"}`
+	if _, err := CompileJSON([]byte(big)); !errors.Is(err, ErrTooComplex) {
+		t.Errorf("%d bytes: %v", len(big), err)
+	}
+	// Brackets inside strings are not nesting.
+	if _, err := CompileJSON([]byte(`{"description":"` + strings.Repeat("{[", 100) + `\"{"}`)); err != nil {
+		t.Errorf("brackets in a string: %v", err)
+	}
 }
