@@ -198,3 +198,31 @@ func TestJoin(t *testing.T) {
 		t.Fatal("nil scanner")
 	}
 }
+
+// TestUnicodeLookAlikes: what NFKC leaves apart but a reader takes for the
+// same is found (attack pass): digits of other scripts, combining marks
+// on digits (a mark NFKC composes with a letter makes another letter: a
+// key spelt ś is no key), Unicode dashes between card groups and inside a
+// banned word; the match spans the original text.
+func TestUnicodeLookAlikes(t *testing.T) {
+	s := mustCompile(t, Spec{Type: TypePII, Entities: []string{EntityCreditCard}, Action: Redact},
+		Spec{Type: TypeSecrets, Action: Deny}, Spec{Type: TypeBanned, Words: []string{"project-hydra"}, Action: Deny})
+	for _, tt := range []struct{ text, entity string }{
+		{"card ٤١١١ ١١١١ ١١١١ ١١١١ ok", EntityCreditCard},
+		{"card ४१११ ११११ ११११ ११११ ok", EntityCreditCard},
+		{"card 4\u0301111 1111 1111 1111 ok", EntityCreditCard},
+		{"card 4111\u20131111\u20131111\u20131111 ok", EntityCreditCard},
+		{"about project\u2011hydra ok", "banned"},
+		{"about project\u2013hydra ok", "banned"},
+	} {
+		ms := s.Find(tt.text, nil)
+		if len(ms) != 1 || ms[0].Entity != tt.entity {
+			t.Errorf("%q: %v, want one %s", tt.text, ms, tt.entity)
+			continue
+		}
+		got := tt.text[ms[0].Start:ms[0].End]
+		if !strings.HasSuffix(tt.text[:ms[0].End], got) || strings.Contains(Redacted(tt.text, ms), "1111") {
+			t.Errorf("%q: span %q", tt.text, got)
+		}
+	}
+}

@@ -101,7 +101,30 @@ func ignorable(r rune) bool {
 	return unicode.Is(unicode.Cf, r)
 }
 
-// isMark is a combining mark dropped by the folded view.
+// plainer maps what NFKC leaves apart but a reader takes for the same: a
+// decimal digit of any script (Arabic-Indic ٤, Devanagari ४) is its ASCII
+// digit, a dash of any kind (U+2011 non-breaking hyphen, U+2013 en dash)
+// is '-'.
+func plainer(r rune) rune {
+	if r < 0x80 {
+		return r
+	}
+	if unicode.Is(unicode.Nd, r) {
+		// Unicode's decimal digits come in runs of ten from zero.
+		for v := rune(0); v < 10; v++ {
+			if !unicode.Is(unicode.Nd, r-v-1) {
+				return '0' + v
+			}
+		}
+		return r
+	}
+	if unicode.Is(unicode.Pd, r) {
+		return '-'
+	}
+	return r
+}
+
+// isMark is a combining mark, dropped by both views.
 func isMark(r rune) bool { return r >= 0x300 && unicode.In(r, unicode.Mn, unicode.Me) }
 
 // builder accumulates a view.
@@ -206,13 +229,13 @@ func (b *builder) segment(o int, src string, seg []byte) {
 	for i := 0; i < len(seg); {
 		r, sz := utf8.DecodeRune(seg[i:])
 		i += sz
-		if ignorable(r) {
+		if ignorable(r) || isMark(r) {
+			// A mark NFKC left apart (on a digit: 4\u0301) hides nothing
+			// of what the rules look for.
 			continue
 		}
+		r = plainer(r)
 		if b.fold {
-			if isMark(r) {
-				continue
-			}
 			if unicode.IsSpace(r) {
 				if b.space {
 					continue
