@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"log/slog"
 	"strconv"
 	"strings"
 
@@ -58,6 +60,7 @@ type guardChannel struct {
 // for concurrent use.
 type answerGuard struct {
 	ctx      context.Context
+	log      *slog.Logger
 	st       *call.State
 	sc       *guardrail.Scanner
 	whole    []*policy.WholeRule
@@ -95,7 +98,7 @@ func (c *Core) newAnswerGuard(ctx context.Context, st *call.State, req *flexwayv
 	if sc == nil && len(whole) == 0 {
 		return nil
 	}
-	g := &answerGuard{ctx: ctx, st: st, sc: sc, whole: whole, max: c.opts.MaxAnswerBytes, rawTools: req.GetExtraFields()["tools"]}
+	g := &answerGuard{ctx: ctx, log: c.log, st: st, sc: sc, whole: whole, max: c.opts.MaxAnswerBytes, rawTools: req.GetExtraFields()["tools"]}
 	if g.max <= 0 {
 		g.max = DefaultMaxAnswerBytes
 	}
@@ -512,7 +515,13 @@ func (g *answerGuard) webhook(w *policy.WholeRule, texts []answerText) error {
 	for _, t := range texts {
 		req.Texts = append(req.Texts, webhook.Text{Role: "assistant", Location: t.loc, Text: t.text})
 	}
-	v, _ := w.Webhook.Check(g.ctx, req)
+	v, err := w.Webhook.Check(g.ctx, req)
+	if err != nil && !errors.Is(err, webhook.ErrSensitive) {
+		// The error names the webhook's URL without user info and query,
+		// never a text.
+		g.log.WarnContext(g.ctx, "guardrail webhook failed: its on_error verdict applies", "policy", w.Policy, "phase", "response",
+			"request_id", g.st.RequestID, "verdict", v.Action.String(), "error", err.Error())
+	}
 	switch v.Action {
 	case webhook.Allow:
 		return nil

@@ -1,14 +1,17 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
@@ -559,5 +562,25 @@ func TestAnswerUnmodelledFields(t *testing.T) {
 	}
 	if w := r.wire(); strings.Contains(w, "4111") || strings.Contains(w, `"logprobs":{`) {
 		t.Errorf("the stream gives the card away: %s", w)
+	}
+}
+
+// TestWebhookAnswerFailureLogged: a response webhook that fails is
+// logged (its URL, never a text) and its on_error verdict applies; it was
+// silent before (attack pass).
+func TestWebhookAnswerFailureLogged(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(500) }))
+	defer srv.Close()
+	st := guardState(t, false, nil, config.GuardrailRule{Type: "webhook", Action: "deny", URL: srv.URL + "/check?token=secret", OnError: "deny", Timeout: config.Duration(time.Second)})
+	var logs bytes.Buffer
+	c := New(Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	resp := &flexwayv1.ChatCompletion{Choices: []*flexwayv1.ChatCompletionChoice{{Message: &flexwayv1.ChatMessage{Content: &flexwayv1.ChatMessage_Text{Text: "the answer text"}}}}}
+	err := c.newAnswerGuard(context.Background(), st, &flexwayv1.CreateChatCompletionRequest{}).checkJSON(resp)
+	if faults.As(err).Reason != faults.GuardrailViolation {
+		t.Fatalf("err %v, want the on_error deny", err)
+	}
+	l := logs.String()
+	if !strings.Contains(l, "guardrail webhook failed") || !strings.Contains(l, `policy=p`) || strings.Contains(l, "answer text") || strings.Contains(l, "secret") {
+		t.Fatalf("log: %s", l)
 	}
 }
