@@ -242,9 +242,20 @@ func TestMetricsAfterKnownCalls(t *testing.T) {
 		r.Body.Close()
 	}
 	_ = grpcConn(t, g).Invoke(withKey(t, ""), "/evil.v1.Service/EvilMethod", &flexwayv1.ListModelsRequest{}, &flexwayv1.ListModelsResponse{})
-	resp := send(t, g, "GET", "/metrics", nil, map[string]string{"Authorization": ""})
-	raw, _ := io.ReadAll(resp.Body)
-	text := string(raw)
+	// otelhttp records a request's duration after its response is
+	// written: the 404's may land a moment after the client read it.
+	var text string
+	var resp *http.Response
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		resp = send(t, g, "GET", "/metrics", nil, map[string]string{"Authorization": ""})
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		text = string(raw)
+		if strings.Contains(text, `http_response_status_code="404"`) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	labels := `agent="bot",backend="main",capability="chat",feature="",metered_by="local",model="other",operation="ai.chatCompletions",outcome="ok",tenant="acme"`
 	for _, want := range []string{
 		`flexway_inference_calls_total{` + labels + `} 2`,
