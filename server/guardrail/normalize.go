@@ -167,6 +167,10 @@ var asciiFold = func() (t [128]byte) {
 			c += 'a' - 'A'
 		case c == '\t', c == '\n', c == '\v', c == '\f', c == '\r':
 			c = ' '
+		case c == '-', c == '_':
+			// joiners of words: "ignore_all_previous-instructions" is the
+			// phrase, project_hydra the banned project-hydra
+			c = ' '
 		}
 		t[i] = c
 	}
@@ -235,6 +239,9 @@ func (b *builder) segment(o int, src string, seg []byte) {
 			continue
 		}
 		r = plainer(r)
+		if b.fold && r == '_' || b.fold && r == '-' {
+			r = ' '
+		}
 		if b.fold {
 			if unicode.IsSpace(r) {
 				if b.space {

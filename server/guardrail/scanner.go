@@ -390,15 +390,15 @@ func (s *Scanner) phrases(text string, final bool, dst []Match, hold int) ([]Mat
 			return // its boundary is still to come
 		}
 		if st > 0 {
-			if r, _ := utf8.DecodeLastRuneInString(src[:st]); isWordRune(r) {
-				if r, _ := utf8.DecodeRuneInString(pat); isWordRune(r) {
+			if r, _ := utf8.DecodeLastRuneInString(src[:st]); foldedWord(r) {
+				if r, _ := utf8.DecodeRuneInString(pat); foldedWord(r) {
 					return
 				}
 			}
 		}
 		if end < len(src) {
-			if r, _ := utf8.DecodeRuneInString(src[end:]); isWordRune(r) {
-				if r, _ := utf8.DecodeLastRuneInString(pat); isWordRune(r) {
+			if r, _ := utf8.DecodeRuneInString(src[end:]); foldedWord(r) {
+				if r, _ := utf8.DecodeLastRuneInString(pat); foldedWord(r) {
 					return
 				}
 			}
@@ -423,6 +423,15 @@ func (s *Scanner) phrases(text string, final bool, dst []Match, hold int) ([]Mat
 }
 
 func isWordByte(c byte) bool { return bcls[c]&bWord != 0 }
+
+// foldedWord is isWordRune on the folded text, which the ASCII fast path
+// folds on the fly: '_' (and '-') fold to a space there, no word rune.
+func foldedWord(r rune) bool {
+	if r < utf8.RuneSelf && asciiFold[r] == ' ' {
+		return false
+	}
+	return isWordRune(r)
+}
 
 // resume continues a regex rule's leftmost-first scan at *from (an
 // original offset of v's text): it appends the matches no more text can
