@@ -538,7 +538,12 @@ func (g *answerGuard) webhook(w *policy.WholeRule, texts []answerText) error {
 		}
 		return nil
 	default:
-		return g.verdict(w.Policy, w.Type, w.Action, w.Shadow)
+		err := g.verdict(w.Policy, w.Type, w.Action, w.Shadow)
+		if fe := faults.As(err); fe != nil && v.Reason != "" {
+			// The operator's words to the caller, as in the prompt phase.
+			fe.Message += ": " + v.Reason
+		}
+		return err
 	}
 }
 

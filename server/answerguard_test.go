@@ -435,7 +435,7 @@ func TestWebhookAnswer(t *testing.T) {
 	hook.URL = deny.URL
 	st = guardState(t, false, nil, hook)
 	r, _, err = relayGuarded(t, st, nil, roleChunk(), textChunk(0, "hello"), finishChunk(0))
-	if fe := faults.As(err); fe.Reason != faults.GuardrailViolation || !strings.Contains(fe.Message, `policy "p" refuses the answer: guardrail webhook`) || len(r.sent) != 0 {
+	if fe := faults.As(err); fe.Reason != faults.GuardrailViolation || !strings.Contains(fe.Message, `policy "p" refuses the answer: guardrail webhook: no`) || len(r.sent) != 0 {
 		t.Fatalf("deny: %v, sent %d", err, len(r.sent))
 	}
 }
