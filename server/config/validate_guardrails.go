@@ -185,3 +185,33 @@ func (c *Config) checkPromptLogPaths(col *collector) {
 		}
 	}
 }
+
+// checkLoggingTies warns where two policies of one level that can select
+// the same call disagree on prompt_logging: the first declared decides
+// for such a call, which the operator may not expect.
+func (ai AI) checkLoggingTies(col *collector) {
+	for j, b := range ai.Policies {
+		if b.PromptLogging == nil {
+			continue
+		}
+		for i := 0; i < j; i++ {
+			a := ai.Policies[i]
+			if a.PromptLogging == nil || a.PromptLogging.Enabled == b.PromptLogging.Enabled ||
+				a.Match.Level() != b.Match.Level() || !overlap(a.Match, b.Match) {
+				continue
+			}
+			col.warnf(indexPath("ai.policies", j)+".prompt_logging",
+				"policy %q (enabled: %v) and policy %q (enabled: %v) are of one level and may select the same call: for it the first declared, %q, decides",
+				b.Name, b.PromptLogging.Enabled, a.Name, a.PromptLogging.Enabled, a.Name)
+			break
+		}
+	}
+}
+
+// overlap reports whether one call can be selected by both matches: no
+// field set in both differs.
+func overlap(a, b PolicyMatch) bool {
+	same := func(x, y string) bool { return x == "" || y == "" || x == y }
+	return same(a.Listener, b.Listener) && same(a.Operation, b.Operation) && same(a.Model, b.Model) &&
+		same(a.Tenant, b.Tenant) && same(a.Agent, b.Agent)
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -144,5 +145,32 @@ func TestLoadPromptLogPathsRefused(t *testing.T) {
 				t.Fatalf("errors %v; want one at ai.policies[0].prompt_logging.path", errs)
 			}
 		})
+	}
+}
+
+// TestLoadPromptLoggingTie: two policies of one level that may select the
+// same call and disagree on prompt_logging are a warning naming the one
+// that decides (attack pass: declaration order decided, silently); a
+// more specific policy turning it off is no tie.
+func TestLoadPromptLoggingTie(t *testing.T) {
+	_, errs, warnings := loadProblems(t, policyBase+`    - name: on
+      match: {tenant: acme}
+      prompt_logging: {enabled: true, path: p.jsonl}
+    - name: off
+      match: {tenant: acme, operation: ai.chatCompletions}
+      prompt_logging: {enabled: false}
+    - name: quiet-bot
+      match: {tenant: acme, agent: support-bot}
+      prompt_logging: {enabled: false}
+`)
+	var ties []string
+	for _, w := range warnings {
+		if strings.Contains(w.Err.Error(), "decides") {
+			ties = append(ties, w.Path+": "+w.Err.Error())
+		}
+	}
+	want := `ai.policies[1].prompt_logging: policy "off" (enabled: false) and policy "on" (enabled: true) are of one level and may select the same call: for it the first declared, "on", decides`
+	if len(errs) != 0 || len(ties) != 1 || ties[0] != want {
+		t.Fatalf("errors %v, ties %q; want %s", errs, ties, want)
 	}
 }

@@ -78,6 +78,7 @@ func (ai AI) validatePolicies(col *collector, id Identity) {
 			checkPromptLogging(col, path+".prompt_logging", p.Name, *l)
 		}
 	}
+	ai.checkLoggingTies(col)
 }
 
 // checkPolicyName reports a policy name that is empty, not printable
