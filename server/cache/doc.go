@@ -1,0 +1,39 @@
+// Package cache holds the parts of the response cache of issue 18 (stages 6
+// and 15 of DESIGN.md's AI pipeline) that every store shares: the key of a
+// request, the partition it is looked up in, and the stored [Entry] with
+// its versioned encoding. It is pure: no I/O, no configuration types. The
+// stores are its subpackages: memstore (ristretto, this process), redisstore
+// (exact entries shared between replicas) and [semantic] (the per
+// partition vector index of semantic mode): memstore, redisstore and
+// semantic.
+//
+// An entry is found only by a call with the same [Partition] (tenant,
+// resolved alias and arm, planned backend and model, operation, the
+// sensitivity flag) and the same [Key]. The partition is a separate value:
+// its [PartitionID] is the first half of every store key and the name of
+// every semantic index, so a lookup under another partition cannot reach
+// the entry whatever the request says; nothing of it is hashed into the
+// request key or embedded.
+//
+// The key is SHA-256 over a canonical form of the request's JSON, decided
+// from the bytes the caller sent rather than the decoded proto, so that a
+// field Flexway does not model (it is kept as raw JSON in ExtraFields)
+// is keyed exactly like one it models, and one pass does it all. The
+// canonical form: object members sorted by their unescaped key, strings
+// unescaped (so "\u0041" and "A" are one string), numbers as exact
+// decimals (1, 1.0, 1e0 and 10e-1 are one number; -0 is 0; no float
+// rounding, so seeds above 2^53 stay distinct), whitespace dropped. Every
+// member is keyed except model (the partition holds the resolved route),
+// stream and stream_options (a hit is replayed in the caller's mode):
+// messages, tools, tool_choice, response_format, temperature, top_p, seed,
+// max_tokens, max_completion_tokens, n, stop, logit_bias, user, metadata
+// and every unknown field change the key.
+//
+// Semantic mode also gets the context key (the same hash with the content
+// of the last user message replaced by a marker, so its position and its
+// other members still count) and that message's text; the caller embeds
+// the text and searches the semantic index named by the partition and the
+// context key.
+//
+// Figures (bench_test.go, this 2-core machine): FIGURES.
+package cache
