@@ -123,14 +123,18 @@ func recall(x *Index, d *dataset, threshold float32) float64 {
 // enough for -race; the 100,000-vector figures are the benchmarks').
 func TestRecall(t *testing.T) {
 	t.Parallel()
+	n, qs := 4000, 100
+	if raceEnabled {
+		n, qs = 600, 30
+	}
 	for _, tc := range []struct {
 		name string
 		d    dataset
 		min  float64
 	}{
-		{"random", randomData(4000, 768, 100, 1), 1},
-		{"clustered", clusteredData(4000, 200, 768, 100, 0.93, 2), 0.98},
-		{"tight_clusters", clusteredData(4000, 200, 768, 100, 0.96, 6), 0.98},
+		{"random", randomData(n, 768, qs, 1), 1},
+		{"clustered", clusteredData(n, 200, 768, qs, 0.93, 2), 0.98},
+		{"tight_clusters", clusteredData(n, 200, 768, qs, 0.96, 6), 0.98},
 	} {
 		x := build(t, &tc.d, 0, 0)
 		for _, th := range []float32{0.9, 0.95} {
