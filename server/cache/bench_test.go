@@ -1,7 +1,9 @@
 package cache_test
 
 import (
+	"bytes"
 	"crypto/sha256"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -11,7 +13,8 @@ import (
 	"github.com/flexway/flexway/server/cache/memstore"
 )
 
-// request4K is a chat request of about 4 KiB: a system prompt, a few
+// request4K is a chat request of about 4 KiB: a system prompt (with \u
+// and \" escapes, as Python's json.dumps writes non-ASCII text), a few
 // turns, a tool and sampling parameters.
 func request4K() []byte {
 	var b strings.Builder
@@ -45,6 +48,28 @@ func BenchmarkExactKey(b *testing.B) {
 		if _, err := cache.ExactKey(body); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkExactKeyNoEscapes is BenchmarkExactKey on the same request
+// without its \u and \" escapes (about 90 of them), to show their share.
+func BenchmarkExactKeyNoEscapes(b *testing.B) {
+	body := bytes.ReplaceAll(bytes.ReplaceAll(request4K(), []byte(`\u2013`), []byte(`-`)), []byte(`\"`), []byte(`'`))
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		if _, err := cache.ExactKey(body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkJSONValid is encoding/json.Valid over the same request: a
+// scan that builds nothing, for scale.
+func BenchmarkJSONValid(b *testing.B) {
+	body := request4K()
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		json.Valid(body)
 	}
 }
 

@@ -19,7 +19,9 @@
 // from the bytes the caller sent rather than the decoded proto, so that a
 // field Flexway does not model (it is kept as raw JSON in ExtraFields)
 // is keyed exactly like one it models, and one pass does it all. The
-// canonical form: object members sorted by their unescaped key, strings
+// canonical form: object members sorted by their key (length first, then
+// bytes: any fixed order will do, and this is the order clients already
+// write "role" and "content" in, so most objects need no moving), strings
 // unescaped (so "\u0041" and "A" are one string), numbers as exact
 // decimals (1, 1.0, 1e0 and 10e-1 are one number; -0 is 0; no float
 // rounding, so seeds above 2^53 stay distinct), whitespace dropped. Every

@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -80,7 +81,7 @@ func ExactKey(body []byte) (Key, error) {
 //	number 'd' <sign '-'?> <digits, no leading or trailing 0> 'e' <exponent> ';'   (zero is "d0;")
 //	string 's' <bytes, 0x00 and 0x01 written 0x01 0x00 and 0x01 0x01> 0x00
 //	array '[' <values> ']'
-//	object '{' (<key string> <value>)* '}', members sorted by unescaped key
+//	object '{' (<key string> <value>)* '}', members sorted by key (bytesCompare)
 const (
 	tagNull, tagTrue, tagFalse = 'n', 't', 'f'
 	tagNum, tagStr             = 'd', 's'
@@ -104,8 +105,8 @@ type canon struct {
 }
 
 // member is one object member in out: [start, end), its key's content at
-// [kstart, kend) (escaped as in the canonical form, which sorts the same
-// way as the unescaped bytes: 0x00 < 0x01 < everything else).
+// [kstart, kend), escaped as in the canonical form (the order of
+// [bytesCompare] over these bytes is a fixed total order of the keys).
 type member struct{ start, kstart, kend, end int }
 
 func uncacheable(what string) error { return errors.Join(ErrUncacheable, errors.New(what)) }
@@ -277,8 +278,15 @@ func (c *canon) sortMembers(ms []member) {
 	copy(c.out[start:end], c.tmp)
 }
 
+// bytesCompare orders keys by length, then bytewise: any fixed total
+// order makes a canonical form, and this one is already the order in
+// which clients write the common objects ("role" before "content",
+// "type" before "function"), so that most objects need no reordering.
 func bytesCompare(a, b []byte) int {
-	n := min(len(a), len(b))
+	if len(a) != len(b) {
+		return len(a) - len(b)
+	}
+	n := len(a)
 	for i := 0; i < n; i++ {
 		if a[i] != b[i] {
 			if a[i] < b[i] {
@@ -293,34 +301,44 @@ func bytesCompare(a, b []byte) int {
 // str writes the string at c.pos (its opening quote), unescaped.
 func (c *canon) str() error {
 	src, pos := c.src, c.pos+1
+	// Short plain strings (keys, roles) end before the call overhead of
+	// IndexByte pays: the first 16 bytes eight at a time, the mask's
+	// lowest bit marking the first quote, backslash or control byte.
+	for i := pos; i+8 <= len(src) && i < pos+16; i += 8 {
+		if m := jsonstring.SpecialMask(binary.LittleEndian.Uint64(src[i : i+8])); m != 0 {
+			if j := i + bits.TrailingZeros64(m)>>3; src[j] == '"' {
+				c.out = append(append(append(c.out, tagStr), src[pos:j]...), 0)
+				c.pos = j + 1
+				return nil
+			}
+			break
+		}
+	}
 	out := append(c.out, tagStr)
 	defer func() { c.out = out }()
+	qpos := -1 // a quote at or after pos, the string's end unless escaped
 	for {
-		// Find the end of the run of plain bytes, eight at a time: the
-		// mask's lowest bit marks the first special byte.
-		run := pos
-		for pos+8 <= len(src) {
-			if m := jsonstring.SpecialMask(binary.LittleEndian.Uint64(src[pos : pos+8])); m != 0 {
-				pos += bits.TrailingZeros64(m) >> 3
-				goto special
+		// The run of plain bytes ends at the next backslash before the
+		// next quote; both found with the SIMD IndexByte. A raw control
+		// character (invalid JSON, which the request decoder refuses) is
+		// kept as a byte: it makes no two strings alike.
+		if qpos < pos {
+			q := bytes.IndexByte(src[pos:], '"')
+			if q < 0 {
+				return uncacheable("truncated JSON string")
 			}
-			pos += 8
+			qpos = pos + q
 		}
-		for pos < len(src) && src[pos] != '"' && src[pos] != '\\' && src[pos] >= 0x20 {
-			pos++
+		end := qpos
+		if bs := bytes.IndexByte(src[pos:qpos], '\\'); bs >= 0 {
+			end = pos + bs
 		}
-	special:
-		out = append(out, src[run:pos]...)
-		if pos >= len(src) {
-			return uncacheable("truncated JSON string")
-		}
-		switch b := src[pos]; {
-		case b == '"':
+		out = append(out, src[pos:end]...)
+		pos = end
+		if pos == qpos {
 			c.pos = pos + 1
 			out = append(out, 0)
 			return nil
-		case b < 0x20:
-			return uncacheable("control character in a JSON string")
 		}
 		// A backslash.
 		if pos+1 >= len(src) {
