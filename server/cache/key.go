@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"math"
 	"math/bits"
 	"slices"
 	"sync"
@@ -79,7 +80,7 @@ func ExactKey(body []byte) (Key, error) {
 //
 //	null 'n', true 't', false 'f'
 //	number 'd' <sign '-'?> <digits, no leading or trailing 0> 'e' <exponent> ';'   (zero is "d0;")
-//	string 's' <bytes, 0x00 and 0x01 written 0x01 0x00 and 0x01 0x01> 0x00
+//	string 's' <length, 4 bytes big-endian> <bytes, unescaped>
 //	array '[' <values> ']'
 //	object '{' (<key string> <value>)* '}', members sorted by key (bytesCompare)
 const (
@@ -88,6 +89,7 @@ const (
 	tagArr, tagArrEnd          = '[', ']'
 	tagObj, tagObjEnd          = '{', '}'
 	tagHole                    = 'x' // the removed content, in the context key
+	strHeader                  = 5   // tagStr and the length
 	maxDepth                   = 64
 )
 
@@ -104,9 +106,8 @@ type canon struct {
 	depth int
 }
 
-// member is one object member in out: [start, end), its key's content at
-// [kstart, kend), escaped as in the canonical form (the order of
-// [bytesCompare] over these bytes is a fixed total order of the keys).
+// member is one object member in out: [start, end), its key's unescaped
+// bytes at [kstart, kend).
 type member struct{ start, kstart, kend, end int }
 
 func uncacheable(what string) error { return errors.Join(ErrUncacheable, errors.New(what)) }
@@ -221,11 +222,11 @@ func (c *canon) object(top bool) error {
 			if c.pos >= len(c.src) || c.src[c.pos] != '"' {
 				return uncacheable("invalid JSON object")
 			}
-			m := member{start: len(c.out), kstart: len(c.out) + 1}
+			m := member{start: len(c.out), kstart: len(c.out) + strHeader}
 			if err := c.str(); err != nil {
 				return err
 			}
-			m.kend = len(c.out) - 1
+			m.kend = len(c.out)
 			c.ws()
 			if c.pos >= len(c.src) || c.src[c.pos] != ':' {
 				return uncacheable("invalid JSON object")
@@ -307,14 +308,15 @@ func (c *canon) str() error {
 	for i := pos; i+8 <= len(src) && i < pos+16; i += 8 {
 		if m := jsonstring.SpecialMask(binary.LittleEndian.Uint64(src[i : i+8])); m != 0 {
 			if j := i + bits.TrailingZeros64(m)>>3; src[j] == '"' {
-				c.out = append(append(append(c.out, tagStr), src[pos:j]...), 0)
+				c.out = append(append(c.out, tagStr, 0, 0, 0, byte(j-pos)), src[pos:j]...)
 				c.pos = j + 1
 				return nil
 			}
 			break
 		}
 	}
-	out := append(c.out, tagStr)
+	start := len(c.out)
+	out := append(c.out, tagStr, 0, 0, 0, 0)
 	defer func() { c.out = out }()
 	qpos := -1 // a quote at or after pos, the string's end unless escaped
 	for {
@@ -337,7 +339,11 @@ func (c *canon) str() error {
 		pos = end
 		if pos == qpos {
 			c.pos = pos + 1
-			out = append(out, 0)
+			n := len(out) - start - strHeader
+			if n > math.MaxUint32 {
+				return uncacheable("string longer than 4 GiB")
+			}
+			binary.BigEndian.PutUint32(out[start+1:], uint32(n))
 			return nil
 		}
 		// A backslash.
@@ -384,14 +390,7 @@ func (c *canon) str() error {
 					r = utf8.RuneError
 				}
 			}
-			switch r {
-			case 0:
-				out = append(out, 1, 0)
-			case 1:
-				out = append(out, 1, 1)
-			default:
-				out = utf8.AppendRune(out, r)
-			}
+			out = utf8.AppendRune(out, r)
 		default:
 			return uncacheable("invalid escape in a JSON string")
 		}

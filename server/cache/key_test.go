@@ -23,7 +23,7 @@ func key(t *testing.T, body string) cache.Key {
 func TestExactKeyPinned(t *testing.T) {
 	t.Parallel()
 	got := key(t, `{"model":"fast","messages":[{"role":"user","content":"hi"}],"temperature":0.2}`)
-	const want = "38bf68ce37c9aebe107759fa84be405b72339c5982596f041a49b7593f2af469"
+	const want = "70bdd9e2e85a22541612b9571375e8e5d18b9f0e4d7e96a0d2ba4e06145a362c"
 	if got.String() != want {
 		t.Errorf("key = %s, want %s", got, want)
 	}
@@ -94,6 +94,9 @@ func TestExactKeyDiffers(t *testing.T) {
 		base + `,"x":[]}`,
 		base + `,"x":{}}`,
 		base + `,"x":[null]}`,
+		base + ",\"x\":\"a\x00\",\"y\":\"\"}", // raw control bytes (invalid JSON) are kept
+		base + ",\"x\":\"a\",\"y\":\"\x00\"}",
+		base + ",\"x\":\"a\x00\x00\",\"y\":\"\"}",
 		`{"messages":[{"role":"system","content":"be brief"},{"role":"user","content":"hi"},{"role":"assistant","content":"hello"},{"role":"user","content":"hi"}]}`,
 		`{"messages":[{"role":"user","content":"hi"},{"role":"system","content":"be brief"}]}`,
 		`{"messages":[{"role":"system","content":"be brief"},{"role":"user","content":"Hi"}]}`,

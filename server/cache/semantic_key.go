@@ -2,6 +2,7 @@ package cache
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"strings"
 )
 
@@ -62,7 +63,7 @@ func (c *canon) semantic() (ok bool, ctx Key, text string) {
 func contentText(out []byte, v int) (string, bool) {
 	switch out[v] {
 	case tagStr:
-		return unescape(strBytes(out, v)), true
+		return string(strBytes(out, v)), true
 	case tagArr:
 	default:
 		return "", false
@@ -94,13 +95,13 @@ func contentText(out []byte, v int) (string, bool) {
 		if parts > 0 {
 			b.WriteByte('\n')
 		}
-		b.WriteString(unescape(strBytes(out, txt)))
+		b.WriteString(string(strBytes(out, txt)))
 		parts++
 	}
 	return b.String(), parts > 0
 }
 
-// forMembers calls f with each member's key (escaped) and value offset of
+// forMembers calls f with each member's key and value offset of
 // the object at out[i], until f returns false.
 func forMembers(out []byte, i int, f func(k []byte, v int) bool) {
 	for j := i + 1; out[j] != tagObjEnd; {
@@ -113,30 +114,10 @@ func forMembers(out []byte, i int, f func(k []byte, v int) bool) {
 	}
 }
 
-// strBytes is the content (escaped) of the string at out[i].
+// strBytes is the content of the string at out[i].
 func strBytes(out []byte, i int) []byte {
-	j := i + 1
-	for out[j] != 0 {
-		if out[j] == 1 {
-			j++
-		}
-		j++
-	}
-	return out[i+1 : j]
-}
-
-func unescape(b []byte) string {
-	if strings.IndexByte(string(b), 1) < 0 {
-		return string(b)
-	}
-	s := make([]byte, 0, len(b))
-	for i := 0; i < len(b); i++ {
-		if b[i] == 1 {
-			i++
-		}
-		s = append(s, b[i])
-	}
-	return string(s)
+	n := int(binary.BigEndian.Uint32(out[i+1:]))
+	return out[i+strHeader : i+strHeader+n]
 }
 
 // skip returns the offset just after the value at out[i].
@@ -150,7 +131,7 @@ func skip(out []byte, i int) int {
 		}
 		return i + 1
 	case tagStr:
-		return i + 1 + len(strBytes(out, i)) + 1
+		return i + strHeader + len(strBytes(out, i))
 	case tagArr:
 		for i++; out[i] != tagArrEnd; i = skip(out, i) {
 		}
