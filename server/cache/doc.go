@@ -2,10 +2,9 @@
 // and 15 of DESIGN.md's AI pipeline) that every store shares: the key of a
 // request, the partition it is looked up in, and the stored [Entry] with
 // its versioned encoding. It is pure: no I/O, no configuration types. The
-// stores are its subpackages: memstore (ristretto, this process), redisstore
-// (exact entries shared between replicas) and [semantic] (the per
-// partition vector index of semantic mode): memstore, redisstore and
-// semantic.
+// stores are its subpackages: memstore (ristretto, this process),
+// redisstore (exact entries shared between replicas) and semantic (the
+// per-partition vector index of semantic mode, per replica).
 //
 // An entry is found only by a call with the same [Partition] (tenant,
 // resolved alias and arm, planned backend and model, operation, the
@@ -16,10 +15,15 @@
 // request key or embedded.
 //
 // The key is SHA-256 over a canonical form of the request's JSON, decided
-// from the bytes the caller sent rather than the decoded proto, so that a
-// field Flexway does not model (it is kept as raw JSON in ExtraFields)
-// is keyed exactly like one it models, and one pass does it all. The
-// canonical form: object members sorted by their key (length first, then
+// from the bytes the caller sent rather than the decoded proto
+// (gen/flexway/v1): a field Flexway does not model is kept there as raw
+// JSON text in ExtraFields, which would have to be canonicalised anyway,
+// and one pass over the bytes keys known and unknown fields alike, before
+// any decoding, with no dependence on the proto's shape. SHA-256 because
+// a key names an answer: within a tenant, a collision someone could craft
+// would serve one user's answer to another.
+//
+// The canonical form: object members sorted by their key (length first, then
 // bytes: any fixed order will do, and this is the order clients already
 // write "role" and "content" in, so most objects need no moving), strings
 // unescaped (so "\u0041" and "A" are one string), numbers as exact
