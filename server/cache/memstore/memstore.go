@@ -17,8 +17,9 @@
 // waits, and never adds latency to the call that fills it); [Store.Wait]
 // applies every buffered write and is for tests and shutdown, not calls.
 //
-// Figures (BenchmarkExactLookup in server/cache, 4 KiB request, this
-// loaded 2-core machine): see the package doc of server/cache.
+// Figures (this 2-core machine, shared): a hit among 10,000 entries,
+// key given, 0.50–0.70 µs (BenchmarkGetHit; one 64-byte allocation, the
+// string key); with the key of a 4 KiB request, see server/cache's doc.
 package memstore
 
 import (

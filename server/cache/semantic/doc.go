@@ -21,8 +21,19 @@
 // threshold, with its exact similarity. The true nearest is missed only
 // when hundreds of vectors crowd it within a few degrees; recall against
 // brute force is measured on random and clustered data (recall_test.go).
-// Figures, 100,000 vectors of 768 dimensions in one name, this loaded
-// 2-core machine: FIGURES.
+// Figures, 100,000 vectors of 768 dimensions in one name, this 2-core
+// machine shared with other work (load ~1.6–3), 2,000 searches each:
+// brute force (a float32 dot with every vector, 77 M multiply-adds) 55 ms,
+// the floor; a search with the defaults (Candidates 32, Prefilter 512)
+// 0.97 ms on random vectors, 0.85 ms on clustered ones (clusters of 1,000
+// at cosine 0.93 from their centre), 0.79 ms on tight clusters (0.96):
+// 57–70× brute force, recall 1.000 against it on 100 queries of each
+// (stored vectors moved to a cosine of 0.90–0.995, one in five random,
+// threshold 0.95). Candidates 16, Prefilter 256: 0.62–0.78 ms, also 1.000.
+// Of a search, about 45% is the sketch pass, 35% the full codes of the
+// prefiltered (cache misses), 10% the query's sketch (128×768
+// multiply-adds), the rest the rerank. An Add costs the same sketch,
+// ~70 µs.
 //
 // Why not a graph (HNSW): no maintained Go library is in the module set
 // this project draws from, a graph over 100,000 vectors of 768 dimensions
