@@ -84,6 +84,34 @@ func BenchmarkSemanticKeys(b *testing.B) {
 	}
 }
 
+// BenchmarkExactLookupRepeated is BenchmarkExactLookup with the keys from
+// a [cache.Keyer] that has seen the same bytes: the repeated question.
+func BenchmarkExactLookupRepeated(b *testing.B) {
+	body := request4K()
+	s, err := memstore.New(memstore.Options{MaxBytes: 256 << 20})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	p := cache.Partition{Tenant: "acme", Alias: "fast", Backend: "main", Model: "m1", Operation: "ai.chatCompletions"}
+	k, _ := cache.ExactKey(body)
+	s.Set(&cache.Entry{Key: cache.MakeStoreKey(p.ID(), k), Mode: cache.ModeJSON, Body: make([]byte, 1024)}, time.Hour)
+	s.Wait()
+	keyer := cache.NewKeyer(64 << 20)
+	keyer.Keys(body, false)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		ks, err := keyer.Keys(body, false)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, ok := s.Get(cache.MakeStoreKey(p.ID(), ks.Exact)); !ok {
+			b.Fatal("miss")
+		}
+	}
+}
+
 // BenchmarkExactLookup is the exact path of a lookup: the key of a 4 KiB
 // request, the partition ID, and a hit in a memory store holding 10,000
 // other entries.

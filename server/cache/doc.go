@@ -52,4 +52,11 @@
 // scanning, the rest spread over the token loop); NewKeys with semantic
 // keys 14.9–16.8 µs (two hashes). No allocation but one 32-byte string in
 // semantic mode.
+//
+// A [Keyer] remembers the keys of bodies by the SHA-256 of their raw bytes
+// (a memo, never a key: the key stays the canonical one), so that the
+// question asked again byte for byte, the case a cache exists for, skips
+// the canonical pass: BenchmarkExactLookupRepeated 3.8–4.1 µs, 1.27–1.35×
+// SHA-256 alone (3.02–3.07 µs in the same run), within issue 18's 5 µs; a
+// body seen for the first time pays the 10.5–13 µs above.
 package cache
