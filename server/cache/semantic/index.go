@@ -380,13 +380,18 @@ func (x *Index) nearestCodes(p *part, s *scratch, now int64) []candidate {
 		dist[i] = uint8(d)
 		hist[d]++
 	}
-	cutoff, seen := 0, 0
+	cutoff, below := 0, 0 // below: sketches nearer than cutoff
 	for ; cutoff < sketchBits; cutoff++ {
-		if seen += hist[cutoff]; seen >= x.o.Prefilter {
+		if below+hist[cutoff] >= x.o.Prefilter {
 			break
 		}
+		below += hist[cutoff]
 	}
 	cut := uint8(cutoff)
+	// Of the sketches at the cutoff distance, only as many as make up
+	// Prefilter go on, so that the second pass fetches Prefilter codes at
+	// most, however many tie.
+	ties := x.o.Prefilter - below
 
 	h := s.heap[:0]
 	limit := x.o.Candidates
@@ -394,8 +399,11 @@ func (x *Index) nearestCodes(p *part, s *scratch, now int64) []candidate {
 	w := x.words
 	codes := p.codes
 	for i, sd := range dist {
-		if sd > cut {
-			continue
+		if sd >= cut {
+			if sd > cut || ties <= 0 {
+				continue
+			}
+			ties--
 		}
 		c := codes[i*w : i*w+w]
 		var d int
