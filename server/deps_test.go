@@ -27,6 +27,9 @@ func TestDependencyDirection(t *testing.T) {
 		{"server/config", dir("server/backends"), "config imports none of the packages it configures"},
 		{"server/config", dir("server/auditlog"), "config imports none of the packages it configures"},
 		{"server/auditlog", dir("server/openaiwire"), "the audit log writes metadata lines, never the OpenAI wire format"},
+		{"server/cache", dir("server/config"), "the cache's parts take their settings as Options; config imports none of the packages it configures"},
+		{"server/cache", dir("server/backends"), "the cache's parts never call a model (the embedding call is the wiring's)"},
+		{"server/cache", pkg("server"), "the cache's parts are domain packages the services package calls"},
 		{"interceptors", pkg("server"), "edges import the core's domain packages (server/call, server/metering), never the services package"},
 		{"transcoder", pkg("server"), "edges import the core's domain packages (server/call, server/metering), never the services package"},
 	}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package semantic
+
+const raceEnabled = false
