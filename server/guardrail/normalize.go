@@ -124,6 +124,17 @@ func plainer(r rune) rune {
 	return r
 }
 
+// lookAlike maps the lower-case Cyrillic and Greek letters that read as a
+// Latin letter to it, in the folded view only (injection and banned
+// rules): "ignоre" with a Cyrillic о is "ignore". Conservative: letters a
+// reader takes for the Latin one in any font (after Unicode's
+// confusables.txt), not every similar shape.
+var lookAlike = map[rune]rune{
+	'а': 'a', 'е': 'e', 'і': 'i', 'ј': 'j', 'о': 'o', 'р': 'p', 'с': 'c',
+	'у': 'y', 'х': 'x', 'ѕ': 's', 'һ': 'h', 'ԁ': 'd', 'ԛ': 'q', 'ԝ': 'w',
+	'α': 'a', 'ο': 'o', 'ι': 'i', 'ν': 'v', 'ρ': 'p', 'υ': 'u', 'κ': 'k',
+}
+
 // isMark is a combining mark, dropped by both views.
 func isMark(r rune) bool { return r >= 0x300 && unicode.In(r, unicode.Mn, unicode.Me) }
 
@@ -253,6 +264,9 @@ func (b *builder) segment(o int, src string, seg []byte) {
 			}
 			b.space = false
 			r = unicode.ToLower(r)
+			if l, ok := lookAlike[r]; ok {
+				r = l
+			}
 		}
 		w = utf8.AppendRune(w, r)
 	}
