@@ -316,8 +316,101 @@ func (c *checking) scan(sc *guardrail.Scanner) error {
 			t.text, t.changed = guardrail.Redacted(t.text, ms), true
 		}
 	}
+	if deny == nil {
+		deny = c.acrossParts(sc)
+	}
 	if deny != nil {
 		return refuse(deny.Policy, deny.Type, "")
+	}
+	return nil
+}
+
+// acrossParts checks the text parts of each message joined, as the
+// upstreams that join them (Anthropic's and Gemini's translations) and
+// the model read them: a match that spans two parts ("4111 1111 " and
+// "1111 1111") is one. A redaction writes [REDACTED:<entity>] in the
+// first part it touches and removes the rest of its span from the
+// others. It returns the first denying rule, nil when none.
+func (c *checking) acrossParts(sc *guardrail.Scanner) *guardrail.Rule {
+	for i := 0; i < len(c.texts); {
+		j := i
+		for j < len(c.texts) && c.texts[j].kind == part && c.texts[j].msg == c.texts[i].msg {
+			j++
+		}
+		if j-i < 2 {
+			i = max(j, i+1)
+			continue
+		}
+		group := c.texts[i:j]
+		i = j
+		var b strings.Builder
+		starts := make([]int, len(group)+1) // starts[k]: part k's offset in the joined text
+		for k := range group {
+			starts[k] = b.Len()
+			b.WriteString(group[k].text)
+		}
+		starts[len(group)] = b.Len()
+		joined := b.String()
+		partOf := func(off int) int { // the part holding joined byte off
+			k := 0
+			for k+1 < len(group) && starts[k+1] <= off {
+				k++
+			}
+			return k
+		}
+		type cut struct {
+			k, s, e int // part k's bytes [s, e) go
+			with    string
+		}
+		var cuts []cut
+		for _, m := range sc.Find(joined, nil) {
+			first, last := partOf(m.Start), partOf(m.End-1)
+			if first == last {
+				continue // within one part: checked already
+			}
+			r := m.Rule
+			c.note(r.Policy, r.Type, verdictAction(r.Action, r.Shadow))
+			if r.Shadow {
+				continue
+			}
+			switch r.Action {
+			case guardrail.Deny:
+				return r
+			case guardrail.Redact:
+				for k := first; k <= last; k++ {
+					s, e := max(m.Start, starts[k])-starts[k], min(m.End, starts[k+1])-starts[k]
+					with := ""
+					if k == first {
+						with = "[REDACTED:" + m.Entity + "]"
+					}
+					cuts = append(cuts, cut{k, s, e, with})
+				}
+			}
+		}
+		// Per part, overlapping cuts merged into one (the first tag
+		// kept), then applied from the end so that earlier offsets hold.
+		slices.SortStableFunc(cuts, func(a, b cut) int {
+			if a.k != b.k {
+				return a.k - b.k
+			}
+			return a.s - b.s
+		})
+		var merged []cut
+		for _, x := range cuts {
+			if n := len(merged); n > 0 && merged[n-1].k == x.k && x.s <= merged[n-1].e {
+				merged[n-1].e = max(merged[n-1].e, x.e)
+				if merged[n-1].with == "" {
+					merged[n-1].with = x.with
+				}
+				continue
+			}
+			merged = append(merged, x)
+		}
+		for n := len(merged) - 1; n >= 0; n-- {
+			x := merged[n]
+			t := &group[x.k]
+			t.text, t.changed = t.text[:x.s]+x.with+t.text[x.e:], true
+		}
 	}
 	return nil
 }
