@@ -550,12 +550,31 @@ func (d *det) card(i int) int {
 		if n >= 13 && d.cls(j)&bWord == 0 && issuer(dg[:n]) && luhn(dg[:n]) {
 			best = j
 		}
-		if c := d.at(j); (c == ' ' || c == '-') && d.cls(j+1)&bDigit != 0 {
-			j++
-			continue
+		// Between groups: one to three separators (a space, a dash, a
+		// dot, a slash or a tab: "4111.1111.1111.1111", "4111 - 1111"
+		// and "4111  1111\t1111" are cards to a reader too). Not a line
+		// break: a column of numbers is not a card.
+		if cardSep(d.at(j)) {
+			k := j + 1
+			for k < j+3 && cardSep(d.at(k)) {
+				k++
+			}
+			if d.cls(k)&bDigit != 0 {
+				j = k
+				continue
+			}
 		}
 		return best
 	}
+}
+
+// cardSep reports a byte that may separate a card number's groups.
+func cardSep(c byte) bool {
+	switch c {
+	case ' ', '-', '.', '/', '\t':
+		return true
+	}
+	return false
 }
 
 // issuer reports a card issuer's prefix: Visa 4; Mastercard 51–55 and

@@ -268,3 +268,30 @@ func TestLookAlikeLetters(t *testing.T) {
 		t.Errorf("Russian prose matched: %v", ms)
 	}
 }
+
+// TestCardSeparators: a card's groups separated by a dot, a slash, a
+// tab or two spaces are a card (attack pass), held whole on a stream; a
+// decimal number, a date or a column of numbers (line breaks) is not.
+func TestCardSeparators(t *testing.T) {
+	s := mustCompile(t, Spec{Type: TypePII, Entities: []string{EntityCreditCard}, Action: Redact})
+	for _, text := range []string{"4111.1111.1111.1111", "4111/1111/1111/1111", "4111\t1111\t1111\t1111", "4111  1111  1111  1111", "4111 - 1111 - 1111 - 1111"} {
+		whole := "card " + text + " ok"
+		if got := Redacted(whole, s.Find(whole, nil)); got != "card [REDACTED:credit_card] ok" {
+			t.Errorf("%q: %q", text, got)
+		}
+		for i := 1; i < len(whole); i++ {
+			h := s.NewHolder()
+			a, _ := h.Push(whole[:i])
+			b, _ := h.Push(whole[i:])
+			c, _ := h.Flush()
+			if a+b+c != "card [REDACTED:credit_card] ok" {
+				t.Fatalf("%q split at %d: %q", text, i, a+b+c)
+			}
+		}
+	}
+	for _, text := range []string{"total 1234.56 EUR", "due 2024/03/01", "pi 3.14159265358979", "4111\n1111\n1111\n1111"} {
+		if ms := s.Find(text, nil); len(ms) != 0 {
+			t.Errorf("%q: %v", text, ms)
+		}
+	}
+}
