@@ -77,17 +77,19 @@ type answerGuard struct {
 	ordered  []*flexwayv1.ChatCompletionChunk // buffered chunks, when buffer
 }
 
-// checkAnswerSchemas refuses, before anything is sent upstream, a request
-// whose response_format or tools schema a response json_schema rule of
-// its policies would have to check and that does not compile: 400
-// invalid_request (checking after the call would have paid for an answer
-// the caller cannot get). Compiled schemas are cached, so the guard made
-// per attempt does not compile them again.
-func (c *Core) checkAnswerSchemas(ctx context.Context, st *call.State, req *flexwayv1.CreateChatCompletionRequest) error {
-	if g := c.newAnswerGuard(ctx, st, req); g != nil && g.reqErr != nil {
-		return faults.Wrap(faults.InvalidRequest, g.reqErr, "response_format or tools: the schema does not compile")
+// checkedAnswerGuard is [Core.newAnswerGuard], refusing before anything
+// is sent upstream a request whose response_format or tools schema a
+// response json_schema rule of its policies would have to check and that
+// does not compile: 400 invalid_request (checking after the call would
+// have paid for an answer the caller cannot get). Compiled schemas are
+// cached, so a stream's guard made again per attempt does not compile
+// them again.
+func (c *Core) checkedAnswerGuard(ctx context.Context, st *call.State, req *flexwayv1.CreateChatCompletionRequest) (*answerGuard, error) {
+	g := c.newAnswerGuard(ctx, st, req)
+	if g != nil && g.reqErr != nil {
+		return nil, faults.Wrap(faults.InvalidRequest, g.reqErr, "response_format or tools: the schema does not compile")
 	}
-	return nil
+	return g, nil
 }
 
 // newAnswerGuard returns the guard of st's response rules for req, nil
@@ -294,43 +296,54 @@ func spliceArgs(raw string, args []toolArg, texts []string) string {
 }
 
 // extras checks every string inside the raw JSON fields (but skip) with
-// the text rules, in place, decoded (\u escapes inside them too: a field
-// may hold JSON in a string); a value that is not JSON is checked as
-// text. A denial is returned.
+// the text rules, in place ([answerGuard.field]). A denial is returned.
 func (g *answerGuard) extras(fields map[string]string, skip string) error {
 	if g.sc == nil {
 		return nil
 	}
 	for k, raw := range fields {
-		if k == skip || raw == "null" {
+		if k == skip {
 			continue
 		}
-		vs, err := jsonstring.Values(raw)
+		r, err := g.field(raw)
 		if err != nil {
-			r, err := g.text(raw)
-			if err != nil {
-				return err
-			}
+			return err
+		}
+		if r != raw {
 			fields[k] = r
-			continue
-		}
-		var changed []jsonstring.Value
-		var texts []string
-		for _, v := range vs {
-			u := jsonstring.Unescape(v.Text)
-			r, err := g.text(u)
-			if err != nil {
-				return err
-			}
-			if r != u {
-				changed, texts = append(changed, v), append(texts, r)
-			}
-		}
-		if changed != nil {
-			fields[k] = jsonstring.Splice(raw, changed, texts)
 		}
 	}
 	return nil
+}
+
+// field checks every string inside one raw JSON field value, decoded (\u
+// escapes inside them too: a field may hold JSON in a string), and
+// returns the value with the redactions spliced in (raw itself when
+// nothing changed); a value that is not JSON is checked as text.
+func (g *answerGuard) field(raw string) (string, error) {
+	if g.sc == nil || raw == "null" {
+		return raw, nil
+	}
+	vs, err := jsonstring.Values(raw)
+	if err != nil {
+		return g.text(raw)
+	}
+	var changed []jsonstring.Value
+	var texts []string
+	for _, v := range vs {
+		u := jsonstring.Unescape(v.Text)
+		r, err := g.text(u)
+		if err != nil {
+			return "", err
+		}
+		if r != u {
+			changed, texts = append(changed, v), append(texts, r)
+		}
+	}
+	if changed == nil {
+		return raw, nil
+	}
+	return jsonstring.Splice(raw, changed, texts), nil
 }
 
 // dropLogprobs sets a choice's logprobs to null when the answer has text
@@ -665,15 +678,12 @@ func (g *answerGuard) chunk(ch *flexwayv1.ChatCompletionChunk) (drop bool, err e
 			case "reasoning_content", "refusal", "tool_calls":
 				continue
 			}
-			if v == "null" {
-				continue
-			}
-			one := map[string]string{k: v}
-			if err := g.extras(one, ""); err != nil {
+			r, err := g.field(v)
+			if err != nil {
 				return false, err
 			}
-			if one[k] != v {
-				d.ExtraFields[k] = one[k]
+			if r != v {
+				d.ExtraFields[k] = r
 			}
 		}
 		raw, hasTools := d.GetExtraFields()["tool_calls"]

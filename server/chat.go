@@ -24,7 +24,8 @@ func (c *Core) CreateChatCompletion(ctx context.Context, req *flexwayv1.CreateCh
 	if err != nil {
 		return nil, err
 	}
-	if err := c.checkAnswerSchemas(ctx, st, req); err != nil {
+	guard, err := c.checkedAnswerGuard(ctx, st, req)
+	if err != nil {
 		return nil, err
 	}
 	var resp *flexwayv1.ChatCompletion
@@ -52,8 +53,8 @@ func (c *Core) CreateChatCompletion(ctx context.Context, req *flexwayv1.CreateCh
 	if err != nil {
 		return nil, err
 	}
-	if g := c.newAnswerGuard(ctx, st, req); g != nil {
-		if err := g.checkJSON(resp); err != nil {
+	if guard != nil {
+		if err := guard.checkJSON(resp); err != nil {
 			return nil, err
 		}
 	}
@@ -74,7 +75,7 @@ func (c *Core) StreamChatCompletion(req *flexwayv1.CreateChatCompletionRequest, 
 	if err != nil {
 		return err
 	}
-	if err := c.checkAnswerSchemas(ctx, st, req); err != nil {
+	if _, err := c.checkedAnswerGuard(ctx, st, req); err != nil {
 		return err
 	}
 	wantUsage := req.GetStreamOptions().GetIncludeUsage()

@@ -200,6 +200,9 @@ func (c *checking) extras(role string, msg int, prefix string, fields map[string
 	slices.Sort(keys)
 	for _, k := range keys {
 		raw := fields[k]
+		if raw == "null" || !strings.ContainsRune(raw, '"') && json.Valid([]byte(raw)) {
+			continue // no string in it: nothing to check
+		}
 		vs, err := jsonstring.Values(raw)
 		if err != nil {
 			vs = []jsonstring.Value{{Start: 0, End: len(raw), Text: raw, Path: ""}}
@@ -221,18 +224,6 @@ func (c *checking) embeddings(r *flexwayv1.CreateEmbeddingRequest) {
 			c.texts = append(c.texts, text{kind: inputs, msg: j, text: s})
 		}
 	}
-}
-
-// jsonString decodes raw when it is a JSON string.
-func jsonString(raw string) (string, bool) {
-	if len(raw) == 0 || raw[0] != '"' {
-		return "", false
-	}
-	var s string
-	if json.Unmarshal([]byte(raw), &s) != nil {
-		return "", false
-	}
-	return s, true
 }
 
 // note records a verdict once.
