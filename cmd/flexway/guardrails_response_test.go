@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // answerPolicies are the response-guardrail tests' ai.policies: one
@@ -291,5 +293,53 @@ func TestResponseGuardBadSchemaBeforeTheCall(t *testing.T) {
 	}
 	if n := calls.Load(); n != 0 {
 		t.Errorf("%d upstream calls, want 0", n)
+	}
+}
+
+// TestResponseGuardDeniedStreamCharged: a stream denied mid-way is
+// charged the input and the output the upstream had sent when Flexway
+// stopped reading (the upstream request is cancelled there, so nothing
+// after it is generated for the tenant), never nothing and never the
+// whole reservation; the reservation is released, and the audit line
+// says what was charged.
+func TestResponseGuardDeniedStreamCharged(t *testing.T) {
+	text := strings.Repeat("All of this was generated and is charged. ", 20)
+	up := newUpstream(t, sseUpstream(
+		chunk(`[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]`, ""),
+		chunk(`[{"index":0,"delta":{"content":"`+text+`"},"finish_reason":null}]`, ""),
+		chunk(`[{"index":0,"delta":{"content":"The key: AKIAIOSFODNN7EXAMPLE. "},"finish_reason":null}]`, ""),
+		chunk(`[{"index":0,"delta":{"content":"`+strings.Repeat("never read ", 200)+`"},"finish_reason":null}]`, ""),
+		chunk(`[{"index":0,"delta":{},"finish_reason":"stop"}]`, `{"prompt_tokens":9,"completion_tokens":4000,"total_tokens":4009}`),
+	))
+	c := budgetTestConfig(t, up.URL, up.URL, "    default: {tokens_per_day: 100000, eur_per_month: 5}")
+	c.AuditPath = filepath.Join(t.TempDir(), "audit.jsonl")
+	c.AI = answerPolicies
+	g := startGateway(t, c.yaml())
+	resp := post(t, g, "/v1/chat/completions", `{"model":"m","stream":true,"max_tokens":2000,"messages":[{"role":"user","content":"hi"}]}`)
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(raw), `"code":"guardrail_violation"`) || strings.Contains(string(raw), "AKIA") {
+		t.Fatalf("stream:\n%s", raw)
+	}
+	u := usageOf(t, g, "")
+	g.stop()
+	g.wait(t, 10*time.Second)
+	lines := auditLines(t, c.AuditPath)
+	if len(lines) != 1 {
+		t.Fatalf("audit lines %v", lines)
+	}
+	l := lines[0]
+	in, out := int64(l["input_tokens"].(float64)), int64(l["output_tokens"].(float64))
+	// What was read: the text (~850 bytes, about 210 tokens at 4 bytes a
+	// token) and the chunk with the key; not the 2,200 bytes never read,
+	// not the upstream's final usage, not max_tokens.
+	if out < 150 || out > 400 || in == 0 {
+		t.Fatalf("charged %d input and %d output tokens; want the input and about 220 output tokens:\n%v", in, out, l)
+	}
+	if got := u["tokens_per_day"]; got.Committed != in+out || got.Reserved != 0 {
+		t.Fatalf("ledger %+v; want %d committed, nothing reserved", got, in+out)
+	}
+	if l["usage_estimated"] != true || l["outcome"] == "ok" {
+		t.Fatalf("audit line %v: want estimated usage and a refusal outcome", l)
 	}
 }
