@@ -330,10 +330,10 @@ func (d *det) key(i int) int {
 					return -1
 				}
 			}
-			if d.cls(i+20)&bWord != 0 {
-				return -1
+			if d.cls(i+20)&(bUpper|bDigit) != 0 {
+				return -1 // a longer id of the same alphabet: not a key
 			}
-			return i + 20
+			return i + 20 // a key glued to lower-case text or `_` is still a key
 		}
 		if d.hasPrefix(i, "AIza") { // Google API key
 			e := d.run(i+4, bB64, 36)
@@ -353,7 +353,7 @@ func (d *det) key(i int) int {
 				return -1
 			}
 			e := d.run(i+4, bUpper|bLower|bDigit, keyMax)
-			if e-i < 4+36 || d.at(e) == '_' || d.at(e) == '-' {
+			if e-i < 4+36 {
 				return -1
 			}
 			return min(e, i+keyMax)

@@ -21,6 +21,7 @@ var holderFixtures = []string{
 	"ip 192.168.0.1 and 1.2.3.4.5 and 2001:db8::1 ok",
 	"key sk-proj-abcdefghijklmnopqrstuvwxyz0123 end",
 	"AKIAIOSFODNN7EXAMPLE",
+	"key AKIAIOSFODNN7EXAMPLEnever AKIAIOSFODNN7EXAMPLE_x ghp_abcdefghijklmnopqrstuvwxyz0123456789_old",
 	"jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2lnbmF0dXJl.",
 	"k -----BEGIN RSA PRIVATE KEY-----\nMIIEow\n-----END RSA PRIVATE KEY----- after",
 	"k -----BEGIN PRIVATE KEY-----\nMIIE",
