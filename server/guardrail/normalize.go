@@ -65,32 +65,61 @@ func (w *view) span(s, e int) (int, int) {
 	return w.origStart(s), w.origEnd(e)
 }
 
-// isASCII reports whether s is pure ASCII (the fast path: its NFKC view is
-// itself).
-func isASCII(s string) bool {
+// plainASCII reports whether s is ASCII without a control byte the views
+// drop (see dropped): the fast path, where the NFKC view is s itself and
+// the phrase trie folds s on the fly. Eight bytes at a time: a word with
+// no byte >= 0x80, below 0x20 or equal to 0x7F is plain; one with such a
+// byte is looked at byte by byte (TAB, LF and CR are common and plain).
+func plainASCII(s string) bool {
+	const lo, hi = 0x0101010101010101, 0x8080808080808080
 	i := 0
 	for ; i+8 <= len(s); i += 8 {
 		x := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
 			uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
-		if x&0x8080808080808080 != 0 {
+		if x&hi != 0 {
 			return false
+		}
+		del := x ^ 0x7F*lo
+		if ((x-0x20*lo)&^x|(del-lo)&^del)&hi != 0 {
+			for k := i; k < i+8; k++ {
+				if dropped[s[k]] {
+					return false
+				}
+			}
 		}
 	}
 	for ; i < len(s); i++ {
-		if s[i] >= 0x80 {
+		if s[i] >= 0x80 || dropped[s[i]] {
 			return false
 		}
 	}
 	return true
 }
 
-// ignorable reports the characters removed before matching: format
+// dropped is the ASCII control bytes removed before matching, like the
+// ignorable characters: every C0 control but the whitespace ones (TAB,
+// LF, VT, FF, CR: they separate words and digit groups as a reader sees
+// them), and DEL. "4111\x011111…" is a card, "ign\x07ore" the word ignore.
+var dropped = func() (t [256]bool) {
+	for c := 0; c < 0x20; c++ {
+		t[c] = true
+	}
+	for _, c := range "\t\n\v\f\r" {
+		t[c] = false
+	}
+	t[0x7F] = true
+	return
+}()
+
+// ignorable reports the characters removed before matching: the control
+// characters (see dropped; C1, U+0080–U+009F, too), format
 // characters (Cf: zero-width space, joiner and non-joiner, BOM, soft
 // hyphen, bidi controls, tags) and the other Default_Ignorable_Code_Points
 // (combining grapheme joiner, Hangul fillers, variation selectors).
 func ignorable(r rune) bool {
 	if r < 0xAD {
-		return false
+		// the control characters: C0 but whitespace, DEL and C1
+		return r < 0x80 && dropped[r] || r >= 0x80 && r <= 0x9F
 	}
 	switch {
 	case r == 0x34F, r == 0x115F, r == 0x1160, r == 0x17B4, r == 0x17B5,
@@ -169,7 +198,7 @@ func (b *builder) addSeg(o, n int, out []byte) {
 }
 
 // asciiFold is the folded form of an ASCII byte: lower case, every
-// whitespace byte a space.
+// whitespace byte a space, 0 for a dropped control byte.
 var asciiFold = func() (t [128]byte) {
 	for i := range t {
 		c := byte(i)
@@ -182,36 +211,48 @@ var asciiFold = func() (t [128]byte) {
 			// joiners of words: "ignore_all_previous-instructions" is the
 			// phrase, project_hydra the banned project-hydra
 			c = ' '
+		case dropped[c]:
+			c = 0 // removed (asciiRun skips it)
 		}
 		t[i] = c
 	}
 	return
 }()
 
-// asciiRun adds the ASCII text t (at original offset o).
+// asciiRun adds the ASCII text t (at original offset o), without its
+// dropped control bytes.
 func (b *builder) asciiRun(o int, t string) {
 	if !b.fold {
-		b.addPos(o, t)
+		for len(t) > 0 {
+			k := 0
+			for k < len(t) && !dropped[t[k]] {
+				k++
+			}
+			if k > 0 {
+				b.addPos(o, t[:k])
+			}
+			for k < len(t) && dropped[t[k]] {
+				k++
+			}
+			o, t = o+k, t[k:]
+		}
 		return
 	}
 	start := len(b.b)
 	runStart := 0
 	for i := 0; i < len(t); i++ {
 		c := asciiFold[t[i]]
-		if c == ' ' {
-			if b.space {
-				// collapsed: close the positional run before it
-				if i > runStart {
-					b.posBytes(o+runStart, b.b[start:])
-				}
-				start = len(b.b)
-				runStart = i + 1
-				continue
+		if c == 0 || c == ' ' && b.space {
+			// dropped, or a collapsed space: close the positional run
+			// before it
+			if i > runStart {
+				b.posBytes(o+runStart, b.b[start:])
 			}
-			b.space = true
-		} else {
-			b.space = false
+			start = len(b.b)
+			runStart = i + 1
+			continue
 		}
+		b.space = c == ' '
 		b.b = append(b.b, c)
 	}
 	if len(t) > runStart {
@@ -278,9 +319,9 @@ func (b *builder) segment(o int, src string, seg []byte) {
 }
 
 // nfkcView is the view pii, secrets and regex rules match on: NFKC,
-// ignorables removed.
-func nfkcView(text string) view {
-	if isASCII(text) {
+// ignorables removed. plain: plainASCII(text), the view is text itself.
+func nfkcView(text string, plain bool) view {
+	if plain {
 		return view{s: text, olen: len(text)}
 	}
 	return build(text, false)

@@ -90,156 +90,208 @@ func isWordRune(r rune) bool {
 	return unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.IsMark(r)
 }
 
-// ac is an Aho-Corasick automaton over bytes, as a dense table over byte
-// classes (the bytes of the patterns; every other byte is class 0).
-type ac struct {
+// trie finds the patterns (folded phrases) that begin where a word may
+// begin: a match must sit on word boundaries, so it can only start where
+// the rune before is no word rune (or the pattern's first rune is none),
+// and the scan skips every other position a word at a time instead of
+// running an automaton over every byte. It replaced an Aho-Corasick
+// automaton over every byte (BenchmarkFind4KiB: see the package doc).
+//
+// The trie is a dense table over byte classes (the bytes of the patterns;
+// every other byte is class 0, which has no edge).
+type trie struct {
 	// cls is each byte's class, ASCII folded: upper-case letters are
-	// their lower case, every ASCII whitespace byte a space — so the
-	// automaton runs on pure-ASCII text itself, no folded copy needed.
+	// their lower case, every ASCII whitespace byte and the word joiners
+	// '-' and '_' a space — so the trie runs on pure-ASCII text itself,
+	// no folded copy needed.
 	cls [256]uint8
-	nc  int
+	nc  int32
+	// space is the class of ' ' (-1 when no pattern has one): a run of
+	// them counts as one.
+	space int32
 	// tab is the transition table: tab[row+class] is the next state's
-	// row (state*nc), complemented (negative) when the state ends a
-	// pattern. A state whose prefix ends with a space loops on a space:
-	// runs of whitespace count as one.
-	tab       []int32
-	delta     []int32 // state*nc + class → state (building only)
-	depth     []int32 // length of the state's prefix
-	out       [][]int32
-	pats      []string
-	maxLen    int
-	lastSpace []bool // building only
+	// row (state*nc), 0 for none (the root is never entered again),
+	// complemented (negative) when the state ends a pattern.
+	tab []int32
+	// pat is the pattern a state ends (-1 for none); endWord whether a
+	// pattern's last rune is a word rune (the rune after a match must
+	// then be none).
+	pat     []int32
+	endWord []bool
+	// first: the byte begins a pattern; pair[c1*nc+c2]: the classes begin
+	// a pattern (or c1's pattern is one byte long). The scan walks the
+	// trie only where both say so.
+	first [256]bool
+	pair  []bool
+	pats  []string
 }
 
-func newAC(pats []string) *ac {
-	a := &ac{pats: pats}
+// kind of an ASCII byte for the scan: a word byte of the folded text
+// ([A-Za-z0-9]: '_' folds to a space).
+var asciiWord = func() (t [256]bool) {
+	for c := 0; c < 128; c++ {
+		t[c] = bcls[c]&bWord != 0 && c != '_'
+	}
+	return
+}()
+
+func newTrie(pats []string) *trie {
+	t := &trie{pats: pats, space: -1}
 	nc := 1
 	for _, p := range pats {
 		for i := 0; i < len(p); i++ {
-			if a.cls[p[i]] == 0 {
-				a.cls[p[i]] = uint8(nc)
+			if t.cls[p[i]] == 0 {
+				t.cls[p[i]] = uint8(nc)
 				nc++
 			}
 		}
-		a.maxLen = max(a.maxLen, len(p))
 	}
-	if nc > 256 {
-		nc = 256 // cannot happen: at most 255 distinct bytes plus 0
+	nc = min(nc, 256) // at most 255 distinct bytes plus 0
+	t.nc = int32(nc)
+	if c := t.cls[' ']; c != 0 {
+		t.space = int32(c)
 	}
-	a.nc = nc
-	// trie, then the full transition table (missing edges follow the
-	// failure links), breadth first
-	delta := make([]int32, nc, nc*64)
-	for c := range delta {
-		delta[c] = -1
-	}
-	a.depth = []int32{0}
-	a.out = [][]int32{nil}
-	a.lastSpace = []bool{false}
+	tab := make([]int32, nc, nc*64)
+	t.pat = []int32{-1}
 	for pi, p := range pats {
 		st := int32(0)
 		for i := 0; i < len(p); i++ {
-			c := int32(a.cls[p[i]])
-			nx := delta[st*int32(nc)+c]
-			if nx < 0 {
-				nx = int32(len(a.depth))
-				for k := 0; k < nc; k++ {
-					delta = append(delta, -1)
-				}
-				a.depth = append(a.depth, int32(i+1))
-				a.out = append(a.out, nil)
-				a.lastSpace = append(a.lastSpace, p[i] == ' ')
-				delta[st*int32(nc)+c] = nx
+			c := int32(t.cls[p[i]])
+			nx := tab[st*int32(nc)+c]
+			if nx == 0 {
+				nx = int32(len(t.pat))
+				tab = append(tab, make([]int32, nc)...)
+				t.pat = append(t.pat, -1)
+				tab[st*int32(nc)+c] = nx
 			}
 			st = nx
 		}
-		a.out[st] = append(a.out[st], int32(pi))
+		t.pat[st] = int32(pi)
+		r, _ := utf8.DecodeLastRuneInString(p)
+		t.endWord = append(t.endWord, isWordRune(r))
 	}
-	ns := len(a.depth)
-	fail := make([]int32, ns)
-	queue := make([]int32, 0, ns)
-	for c := 0; c < nc; c++ {
-		if nx := delta[c]; nx > 0 && c != 0 {
-			queue = append(queue, nx)
-		} else {
-			delta[c] = 0
-		}
-	}
-	for len(queue) > 0 {
-		st := queue[0]
-		queue = queue[1:]
-		f := fail[st]
-		if len(a.out[f]) > 0 {
-			a.out[st] = append(a.out[st], a.out[f]...)
-		}
-		row := int(st) * nc
-		for c := 0; c < nc; c++ {
-			if nx := delta[row+c]; nx > 0 && c != 0 {
-				fail[nx] = delta[int(f)*nc+c]
-				queue = append(queue, nx)
-			} else {
-				delta[row+c] = delta[int(f)*nc+c]
-			}
-		}
-	}
-	// whitespace runs: a state after a space stays put on another one
-	if sp := int(a.cls[' ']); sp != 0 {
-		for st := 1; st < ns; st++ {
-			if a.lastSpace[st] {
-				delta[st*nc+sp] = int32(st)
-			}
-		}
-	}
-	a.lastSpace = nil
-	a.tab = make([]int32, len(delta))
-	for k, nx := range delta {
+	t.tab = make([]int32, len(tab))
+	for k, nx := range tab {
 		x := nx * int32(nc)
-		if a.out[nx] != nil {
+		if nx != 0 && t.pat[nx] >= 0 {
 			x = ^x
 		}
-		a.tab[k] = x
+		t.tab[k] = x
+	}
+	t.pair = make([]bool, nc*nc)
+	for _, p := range pats {
+		c1 := int(t.cls[p[0]])
+		if len(p) == 1 {
+			for c2 := 0; c2 < nc; c2++ {
+				t.pair[c1*nc+c2] = true
+			}
+			continue
+		}
+		t.pair[c1*nc+int(t.cls[p[1]])] = true
 	}
 	// fold ASCII: the classes of lower-case letters and of the space
 	for c := 0; c < 128; c++ {
 		if f := asciiFold[c]; f != byte(c) {
-			a.cls[c] = a.cls[f]
+			t.cls[c] = t.cls[f]
 		}
 	}
-	return a
+	for c := 0; c < 256; c++ {
+		for _, p := range pats {
+			if t.cls[c] != 0 && t.cls[c] == t.cls[p[0]] {
+				t.first[c] = true
+				break
+			}
+		}
+	}
+	return t
 }
 
-// scan calls hit(end, pattern) for every occurrence of a pattern in s
-// (folded text, or pure ASCII text, which the classes fold) and returns
-// the final state's depth (the longest suffix of s that begins a pattern,
-// in folded bytes).
-func (a *ac) scan(s string, hit func(end int, pat int32)) int {
+// scan calls hit(start, end, pattern) for every occurrence of a pattern
+// on word boundaries in s (folded text, or pure ASCII text, which the
+// classes fold). final: s is whole; otherwise a match that more text
+// could make or unmake (one reaching the end of s) is left out, and the
+// smallest start of such a candidate is returned (len(s) when none).
+func (t *trie) scan(s string, final bool, hit func(start, end int, pat int32)) int {
+	hold := len(s)
+	n := len(s)
+	pw := false // the rune before i is a word rune
+	for i := 0; i < n; {
+		c := s[i]
+		if c >= utf8.RuneSelf {
+			r, sz := utf8.DecodeRuneInString(s[i:])
+			w := isWordRune(r)
+			if t.first[c] && !(pw && w) {
+				hold = t.walk(s, i, final, hold, hit)
+			}
+			pw = w
+			i += sz
+			continue
+		}
+		w := asciiWord[c]
+		if t.first[c] && !(pw && w) && (i+1 == n || t.pair[int32(t.cls[c])*t.nc+int32(t.cls[s[i+1]])]) {
+			hold = t.walk(s, i, final, hold, hit)
+		}
+		i++
+		if w {
+			// the rest of the word: no match starts inside it (a pattern
+			// that begins with a word rune needs none before it; one that
+			// begins with another rune begins at a non-word byte)
+			for i < n && asciiWord[s[i]] {
+				i++
+			}
+		}
+		pw = w
+	}
+	return hold
+}
+
+// walk follows the trie from s[i] and reports the patterns that end on a
+// word boundary; it returns hold, lowered to i when the walk reached the
+// end of s undecided (!final).
+func (t *trie) walk(s string, i int, final bool, hold int, hit func(start, end int, pat int32)) int {
 	row := int32(0)
-	nc := int32(a.nc)
-	tab := a.tab
-	cls := &a.cls
-	for i := 0; i < len(s); i++ {
-		x := tab[row+int32(cls[s[i]])]
+	sp := false
+	for j := i; j < len(s); j++ {
+		c := int32(t.cls[s[j]])
+		if c == t.space {
+			if sp {
+				continue // a run of whitespace is one space
+			}
+			sp = true
+		} else {
+			sp = false
+		}
+		x := t.tab[row+c]
+		if x == 0 {
+			return hold
+		}
 		if x < 0 {
 			x = ^x
-			for _, p := range a.out[x/nc] {
-				hit(i+1, p)
+			p := t.pat[x/t.nc]
+			switch e := j + 1; {
+			case e == len(s):
+				if !final {
+					return min(hold, i) // its boundary is still to come
+				}
+				hit(i, e, p)
+			case !t.endWord[p] || !foldedWordAt(s, e):
+				hit(i, e, p)
 			}
 		}
 		row = x
 	}
-	return int(a.depth[row/nc])
+	if !final {
+		return min(hold, i)
+	}
+	return hold
 }
 
-// foldedBack is where the last l folded bytes of ASCII text s[:e] start
-// (a whitespace byte after another one is not in the folded text).
-func foldedBack(s string, e, l int) int {
-	i := e
-	for l > 0 && i > 0 {
-		i--
-		if asciiFold[s[i]] == ' ' && i > 0 && asciiFold[s[i-1]] == ' ' {
-			continue
-		}
-		l--
+// foldedWordAt reports whether the rune at s[i] is a word rune of the
+// folded text.
+func foldedWordAt(s string, i int) bool {
+	if c := s[i]; c < utf8.RuneSelf {
+		return asciiWord[c]
 	}
-	return i
+	r, _ := utf8.DecodeRuneInString(s[i:])
+	return isWordRune(r)
 }

@@ -14,11 +14,11 @@ import (
 type engine struct {
 	want   [nKinds]bool
 	byKind [nKinds][]*Rule
-	// ac finds the injection phrases and banned words (folded view);
-	// acRules[p] are the rules of pattern p.
-	ac      *ac
-	acRules [][]*Rule
-	rx      []*rxRule
+	// phrases finds the injection phrases and banned words (folded
+	// view); phraseRules[p] are the rules of pattern p.
+	phrases     *trie
+	phraseRules [][]*Rule
+	rx          []*rxRule
 	// lookAhead: whether any rule needs the NFKC (pii, secrets, regex) or
 	// the folded view (injection, banned).
 	nfkc, folded bool
@@ -253,10 +253,10 @@ func newScanner(rules []*Rule) *Scanner {
 			k = len(list)
 			pats[p] = k
 			list = append(list, p)
-			e.acRules = append(e.acRules, nil)
+			e.phraseRules = append(e.phraseRules, nil)
 		}
-		if !slices.Contains(e.acRules[k], r) {
-			e.acRules[k] = append(e.acRules[k], r)
+		if !slices.Contains(e.phraseRules[k], r) {
+			e.phraseRules[k] = append(e.phraseRules[k], r)
 		}
 	}
 	for _, r := range rules {
@@ -303,7 +303,7 @@ func newScanner(rules []*Rule) *Scanner {
 		}
 	}
 	if len(list) > 0 {
-		e.ac = newAC(list)
+		e.phrases = newTrie(list)
 	}
 	return s
 }
@@ -331,8 +331,9 @@ func entityOf(r *Rule, kind int) string {
 func (s *Scanner) scan(text string, final bool, dst []Match, rxFrom []int) ([]Match, int) {
 	e := &s.eng
 	hold := len(text)
+	plain := plainASCII(text)
 	if e.nfkc {
-		v := nfkcView(text)
+		v := nfkcView(text, plain)
 		if e.want != [nKinds]bool{} {
 			d := det{s: v.s, want: e.want, final: final}
 			d.scan()
@@ -359,8 +360,8 @@ func (s *Scanner) scan(text string, final bool, dst []Match, rxFrom []int) ([]Ma
 			hold = min(hold, h)
 		}
 	}
-	if e.folded && e.ac != nil {
-		dst, hold = s.phrases(text, final, dst, hold)
+	if e.folded && e.phrases != nil {
+		dst, hold = s.phrases(text, plain, final, dst, hold)
 	}
 	return dst, hold
 }
@@ -368,69 +369,30 @@ func (s *Scanner) scan(text string, final bool, dst []Match, rxFrom []int) ([]Ma
 // phrases finds injection phrases and banned words: on pure-ASCII text
 // directly (the automaton folds case and whitespace), otherwise on the
 // folded view.
-func (s *Scanner) phrases(text string, final bool, dst []Match, hold int) ([]Match, int) {
+func (s *Scanner) phrases(text string, ascii, final bool, dst []Match, hold int) ([]Match, int) {
 	e := &s.eng
-	a := e.ac
-	ascii := isASCII(text)
 	var v view
 	src := text
 	if !ascii {
 		v = foldedView(text)
 		src = v.s
 	}
-	depth := a.scan(src, func(end int, p int32) {
-		pat := a.pats[p]
-		var st int
-		if ascii {
-			st = foldedBack(src, end, len(pat))
-		} else {
-			st = end - len(pat)
-		}
-		if !final && end >= len(src) {
-			return // its boundary is still to come
-		}
-		if st > 0 {
-			if r, _ := utf8.DecodeLastRuneInString(src[:st]); foldedWord(r) {
-				if r, _ := utf8.DecodeRuneInString(pat); foldedWord(r) {
-					return
-				}
-			}
-		}
-		if end < len(src) {
-			if r, _ := utf8.DecodeRuneInString(src[end:]); foldedWord(r) {
-				if r, _ := utf8.DecodeLastRuneInString(pat); foldedWord(r) {
-					return
-				}
-			}
-		}
+	h := e.phrases.scan(src, final, func(st, end int, p int32) {
 		x, y := st, end
 		if !ascii {
 			x, y = v.span(st, end)
 		}
-		for _, r := range e.acRules[p] {
+		for _, r := range e.phraseRules[p] {
 			dst = append(dst, Match{Start: x, End: y, Entity: entityOf(r, 0), Rule: r})
 		}
 	})
-	if !final && depth > 0 {
-		// the longest suffix that begins a pattern
-		if ascii {
-			hold = min(hold, foldedBack(src, len(src), depth))
-		} else {
-			hold = min(hold, v.origStart(len(src)-depth))
+	if !final && h < len(src) {
+		if !ascii {
+			h = v.origStart(h)
 		}
+		hold = min(hold, h)
 	}
 	return dst, hold
-}
-
-func isWordByte(c byte) bool { return bcls[c]&bWord != 0 }
-
-// foldedWord is isWordRune on the folded text, which the ASCII fast path
-// folds on the fly: '_' (and '-') fold to a space there, no word rune.
-func foldedWord(r rune) bool {
-	if r < utf8.RuneSelf && asciiFold[r] == ' ' {
-		return false
-	}
-	return isWordRune(r)
 }
 
 // resume continues a regex rule's leftmost-first scan at *from (an
