@@ -226,17 +226,25 @@ func (d *det) scan() {
 		}
 		switch trig[s[i]] {
 		case tLetter:
-			p := d.prev(i)
-			if bcls[p]&bWord == 0 {
+			if p := d.prev(i); bcls[p]&bWord == 0 {
 				d.letter(i, p)
+			} else if d.want[kSecret] && glued[s[i]] && (i+1 == n || keyStart(s[i], s[i+1])) {
+				// inside a word: the keys whose prefix is their own
+				// boundary (see key)
+				d.try(i, kSecret, d.key)
 			}
-			for i < n && bcls[s[i]]&bWord != 0 {
-				i++
-			}
-			continue
+			// on to the next trigger, in this word too: a key or a card
+			// glued to the text before it (tokenghp_…, card4111…)
 		case tDigit:
-			if pii && bcls[d.prev(i)]&bWord == 0 {
-				d.number(i)
+			if pii {
+				if p := bcls[d.prev(i)]; p&bWord == 0 {
+					d.number(i)
+				} else if p&bDigit == 0 && d.want[kCard] {
+					// after a letter or '_': a card glued to the text
+					// before it (card4111…, x_4111…); a phone or an
+					// address is not (v1.2.3.4, ext555-1234)
+					d.try(i, kCard, d.card)
+				}
 			}
 			for i < n && bcls[s[i]]&bDigit != 0 {
 				i++
@@ -261,7 +269,8 @@ func (d *det) scan() {
 				d.try(i, kPhone, d.phone)
 			}
 		case tDash:
-			if d.want[kSecret] && bcls[d.prev(i)]&bB64 == 0 {
+			if d.want[kSecret] {
+				// any byte before: x-----BEGIN, a sixth dash
 				d.try(i, kSecret, d.pem)
 			}
 		}
@@ -300,21 +309,55 @@ func (d *det) trailing() {
 // letter: a word starting at i (p the byte before it): provider keys, JWTs,
 // IBANs.
 func (d *det) letter(i int, p byte) {
-	if d.want[kSecret] && bcls[p]&bB64 == 0 {
-		switch d.s[i] {
-		case 's', 'A', 'g', 'x', 'e':
-			d.try(i, kSecret, d.key)
-		}
+	if d.want[kSecret] && glued[d.s[i]] && (i+1 == len(d.s) || keyStart(d.s[i], d.s[i+1])) {
+		d.try(i, kSecret, d.key)
 	}
 	if d.want[kIBAN] && bcls[d.s[i]]&bUpper != 0 {
 		d.try(i, kIBAN, d.iban)
 	}
 }
 
-// key matches a provider API key or a JWT at i, or returns -1.
+// glued marks the bytes a provider key can begin with (see key).
+var glued = [256]bool{'s': true, 'A': true, 'g': true, 'x': true, 'e': true}
+
+// keyStart reports whether c, c2 can be the first two bytes of a key (a
+// cheap test before key: most words hold an s, e or g).
+func keyStart(c, c2 byte) bool {
+	switch c {
+	case 's':
+		return c2 == 'k'
+	case 'A':
+		return c2 == 'K' || c2 == 'S' || c2 == 'I'
+	case 'g':
+		return c2 == 'h' || c2 == 'i'
+	case 'x':
+		return c2 == 'o'
+	case 'e':
+		return c2 == 'y'
+	}
+	return false
+}
+
+// key matches a provider API key or a JWT at i, or returns -1. Each kind
+// has its own boundary before it, since a key is pasted after `KEY_`,
+// `=`, `--` or a word as often as after a space:
+//   - sk-…, sk-proj-…, sk-ant-… (OpenAI, Anthropic): after any byte but a
+//     letter or digit, with 20 or more bytes of [A-Za-z0-9_-]; after a
+//     letter or digit (tokensk-…) only with 40 or more that mix upper
+//     case, lower case and digits, as a generated key does and a
+//     kebab-case word (risk-assessment-…, task-2024-…) does not;
+//   - AKIA… and ASIA… (AWS access key ids, long-term and session): 16 of
+//     [A-Z0-9] after the prefix, with neither an upper-case letter nor a
+//     digit on either side (a longer id of the same alphabet is not a
+//     key); lower case, `_` or `-` around it is a boundary;
+//   - ghp_, gho_, ghu_, ghs_, ghr_ and github_pat_ (GitHub), xoxb-, xoxp-,
+//     xoxa-, xoxs- (Slack), AIza (Google, exactly 39 bytes) and JWTs
+//     (eyJ…, a header that decodes with "alg"): after any byte, their
+//     prefix and shape being boundary enough.
 func (d *det) key(i int) int {
+	p := bcls[d.prev(i)]
 	switch d.s[i] {
-	case 's': // sk-…, sk-proj-…, sk-ant-…: OpenAI and Anthropic
+	case 's':
 		if !d.hasPrefix(i, "sk-") {
 			return -1
 		}
@@ -322,9 +365,15 @@ func (d *det) key(i int) int {
 		if e-i < 3+20 {
 			return -1
 		}
+		if p&(bUpper|bLower|bDigit) != 0 && !generated(d.s[i+3:min(e, len(d.s))]) {
+			return -1
+		}
 		return min(e, i+keyMax)
 	case 'A':
-		if d.hasPrefix(i, "AKIA") { // AWS access key id
+		if d.hasPrefix(i, "AKIA") || d.hasPrefix(i, "ASIA") {
+			if p&(bUpper|bDigit) != 0 {
+				return -1 // inside a longer id
+			}
 			for j := i + 4; j < i+20; j++ {
 				if c := d.cls(j); c&(bUpper|bDigit) == 0 {
 					return -1
@@ -343,9 +392,16 @@ func (d *det) key(i int) int {
 			return e
 		}
 	case 'g': // GitHub tokens
+		if d.hasPrefix(i, "github_pat_") {
+			e := d.run(i+11, bWord, keyMax)
+			if e-i < 11+22 {
+				return -1
+			}
+			return min(e, i+keyMax)
+		}
 		if d.hasPrefix(i, "gh") {
 			switch d.at(i + 2) {
-			case 'p', 'o', 's', 'u':
+			case 'p', 'o', 's', 'u', 'r':
 			default:
 				return -1
 			}
@@ -380,6 +436,19 @@ func (d *det) key(i int) int {
 		}
 	}
 	return -1
+}
+
+// generated reports a key body that mixes upper case, lower case and
+// digits over 40 bytes or more.
+func generated(b string) bool {
+	if len(b) < 40 {
+		return false
+	}
+	var k uint8
+	for i := 0; i < len(b); i++ {
+		k |= bcls[b[i]]
+	}
+	return k&bUpper != 0 && k&bLower != 0 && k&bDigit != 0
 }
 
 const bDash = bB64 // '-' has bB64 (with letters and digits: the Slack alphabet)
@@ -519,6 +588,18 @@ func (d *det) number(i int) {
 	if inRun {
 		return // inside a longer number (1.2.3.4.5, 12 4111…)
 	}
+	// One group of fewer than 13 digits with no separator after it (most
+	// numbers of prose: 2024, 42, 12345678) is neither a card (13 digits
+	// or more), a phone (two groups or more, from here) nor an IPv4
+	// address (a dot after the group): nothing to try. A group at the
+	// end of a text still to come is tried (and so held).
+	k := i + 1
+	for k < len(d.s) && k-i < 13 && bcls[d.s[k]]&bDigit != 0 {
+		k++
+	}
+	if k-i < 13 && (k < len(d.s) || d.final) && !cardSep(d.at(k)) {
+		return
+	}
 	if d.want[kCard] {
 		d.try(i, kCard, d.card)
 	}
@@ -530,9 +611,10 @@ func (d *det) number(i int) {
 	}
 }
 
-// card matches 13 to 19 digits from i, in groups separated by single
-// spaces or dashes, Luhn-valid with an issuer's prefix, not followed by a
-// digit, letter or '_' (the longest such).
+// card matches 13 to 19 digits from i, in groups (see the separators
+// below), Luhn-valid with an issuer's prefix, not followed by a digit (a
+// letter or '_' after it is a boundary: 4111…1111abc is a card), the
+// longest such. The caller starts it where no digit is before i.
 func (d *det) card(i int) int {
 	var dg [19]byte
 	n := 0
@@ -547,7 +629,7 @@ func (d *det) card(i int) int {
 			n++
 			j++
 		}
-		if n >= 13 && d.cls(j)&bWord == 0 && issuer(dg[:n]) && luhn(dg[:n]) {
+		if n >= 13 && d.cls(j)&bDigit == 0 && issuer(dg[:n]) && luhn(dg[:n]) {
 			best = j
 		}
 		// Between groups: one to three separators (a space, a dash, a
