@@ -15,13 +15,16 @@
 // answer: its content, its reasoning, one tool call's arguments) without
 // releasing any byte a rule could still match once more text arrives.
 //
-// Banned words and injection phrases are found with one Aho-Corasick
-// automaton (phrases.go), not an RE2 alternation: over the same 4 KiB of
-// prose with ten banned words, the automaton took ~10 µs and
-// `\b(?:w1|w2|…)\b` on the folded text ~280 µs (BenchmarkBanned*, a loaded
-// 2-core machine), and the automaton's cost does not grow with the number
-// of phrases (the ~1400 expanded injection phrasings cost the same per
-// byte).
+// Banned words and injection phrases are found with one trie of the
+// folded phrases walked only where a word begins (phrases.go), not an
+// RE2 alternation: over the same 4 KiB of prose with ten banned words,
+// the trie takes 6.4 µs and `\b(?:w1|w2|…)\b` on the folded text 360 µs
+// (BenchmarkBanned*, same run, 2-core machine); the ~2,050 expanded
+// injection phrasings take 7.4 µs (BenchmarkInjection4KiB). The trie
+// replaced an Aho-Corasick automaton that stepped through every byte:
+// BenchmarkFind4KiB (pii + secrets + injection + banned) went from 22.6
+// to 19.6 µs, and 4 KiB of prose with nothing to find from 15.0 to
+// 11.7 µs, against a floor (strings.Count) of 0.075 µs.
 //
 // JSON \u escapes are not decoded here: integrators check the decoded
 // strings.

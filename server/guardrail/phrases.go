@@ -17,9 +17,9 @@ import (
 var injectionPhrases = []string{
 	// The canonical injection ("Ignore Previous Prompt: Attack Techniques
 	// for Language Models", Perez & Ribeiro 2022) and its usual variants.
-	"ignore (all|all the|the|any|) (previous|prior|above|earlier|preceding) (instructions|prompts|directions|rules)",
+	"ignore (all|all the|all of the|all of your|any of the|the|any|your|) (previous|prior|above|earlier|preceding) (instructions|instruction|prompts|prompt|directions|rules)",
 	"ignore (all|) (your|the) (instructions|rules|guidelines|programming)",
-	"(disregard|forget|override) (all|all the|the|any|) (previous|prior|above|earlier|preceding) (instructions|prompts|directions|rules)",
+	"(disregard|forget|override) (all|all the|all of the|all of your|any of the|the|any|your|) (previous|prior|above|earlier|preceding) (instructions|instruction|prompts|prompt|directions|rules)",
 	"(disregard|override|bypass) (your|the) (instructions|rules|guidelines|programming|system prompt)",
 	// "Forget everything" resets (OWASP Top 10 for LLM applications, LLM01
 	// examples).

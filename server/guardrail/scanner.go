@@ -7,6 +7,7 @@ import (
 	"regexp/syntax"
 	"slices"
 	"sort"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -294,6 +295,12 @@ func newScanner(rules []*Rule) *Scanner {
 			for _, w := range r.Words {
 				if f := foldPhrase(w); f != "" {
 					addPat(f, r)
+					// a phrase's words run together are the phrase too
+					// (projecthydra, #ProjectHydra), still on word
+					// boundaries (projecthydras is another word)
+					if j := strings.ReplaceAll(f, " ", ""); j != f {
+						addPat(j, r)
+					}
 				}
 			}
 			e.folded = true
