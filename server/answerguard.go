@@ -426,7 +426,16 @@ func (g *answerGuard) checkJSON(resp *flexwayv1.ChatCompletion) error {
 	for i, ch := range resp.GetChoices() {
 		m := ch.GetMessage()
 		loc := "choices[" + strconv.Itoa(i) + "].message."
-		if s := messageText(m); s != "" || m.GetText() != "" {
+		calls := false
+		if raw, ok := m.GetExtraFields()["tool_calls"]; ok {
+			args, _ := toolArgs(raw, nil)
+			for _, a := range args {
+				calls = calls || a.start >= 0
+			}
+		}
+		// With a schema to meet, an answer that is no text and calls no
+		// tool is judged too (as ""): content null does not meet it.
+		if s := messageText(m); s != "" || m.GetText() != "" || g.schema != nil && !calls {
 			texts = append(texts, answerText{loc: loc + "content", text: s, content: true, set: func(s string) { m.Content = &flexwayv1.ChatMessage_Text{Text: s} }})
 		}
 		for _, f := range [...]string{"reasoning_content", "refusal"} {
@@ -850,6 +859,25 @@ func (g *answerGuard) streamTexts() []answerText {
 		}
 		t.set = func(s string) { g.replace(c, s) }
 		texts = append(texts, t)
+	}
+	if g.schema == nil {
+		return texts
+	}
+	// With a schema to meet, a choice that streamed no text and called no
+	// tool is judged too (as ""): an empty answer does not meet it.
+	judged := map[int32]bool{}
+	for _, c := range g.chans {
+		if c.kind == chanContent || c.kind == chanTool {
+			judged[c.choice] = true
+		}
+	}
+	for _, ch := range g.ordered {
+		for _, choice := range ch.GetChoices() {
+			if i := choice.GetIndex(); !judged[i] {
+				judged[i] = true
+				texts = append(texts, answerText{loc: "choices[" + strconv.Itoa(int(i)) + "].message.content", content: true, set: func(string) {}})
+			}
+		}
 	}
 	return texts
 }

@@ -584,3 +584,33 @@ func TestWebhookAnswerFailureLogged(t *testing.T) {
 		t.Fatalf("log: %s", l)
 	}
 }
+
+// TestJSONSchemaEmptyAnswer: with a json_schema in the request, an
+// answer whose content is null or empty and that calls no tool does not
+// meet the schema and is refused, as JSON and as a stream (attack pass:
+// `content: null` passed unchecked); one that calls a tool is judged by
+// its arguments.
+func TestJSONSchemaEmptyAnswer(t *testing.T) {
+	st := guardState(t, false, nil, config.GuardrailRule{Type: "json_schema", Action: "deny"})
+	for name, m := range map[string]*flexwayv1.ChatMessage{
+		"null":                  {Role: "assistant", ExtraFields: map[string]string{"refusal": `"no"`}},
+		"empty":                 {Role: "assistant", Content: &flexwayv1.ChatMessage_Text{Text: ""}},
+		"null, tool_calls null": {Role: "assistant", ExtraFields: map[string]string{"tool_calls": "null"}},
+		"null, tool_calls []":   {Role: "assistant", ExtraFields: map[string]string{"tool_calls": " [ ] "}},
+	} {
+		resp := &flexwayv1.ChatCompletion{Choices: []*flexwayv1.ChatCompletionChoice{{Message: m}}}
+		err := New(Options{}).newAnswerGuard(context.Background(), st, schemaReq).checkJSON(resp)
+		if fe := faults.As(err); fe == nil || fe.Reason != faults.GuardrailViolation {
+			t.Errorf("%s content: %v", name, err)
+		}
+	}
+	resp := &flexwayv1.ChatCompletion{Choices: []*flexwayv1.ChatCompletionChoice{{Message: &flexwayv1.ChatMessage{Role: "assistant",
+		ExtraFields: map[string]string{"tool_calls": `[{"id":"c","type":"function","function":{"name":"pay","arguments":"{\"amount\":3}"}}]`}}}}}
+	if err := New(Options{}).newAnswerGuard(context.Background(), st, schemaReq).checkJSON(resp); err != nil {
+		t.Errorf("a valid tool call with null content: %v", err)
+	}
+	r, _, err := relayGuarded(t, st, schemaReq, roleChunk(), finishChunk(0))
+	if fe := faults.As(err); fe == nil || fe.Reason != faults.GuardrailViolation || len(r.sent) != 0 {
+		t.Fatalf("an empty stream: err %v, sent %s", err, r.wire())
+	}
+}
