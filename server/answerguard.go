@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/flexway/flexway/server/guardrail/webhook"
 	"github.com/flexway/flexway/server/jsonstring"
 	"github.com/flexway/flexway/server/policy"
+	"github.com/flexway/flexway/server/toolcalls"
 )
 
 // Response guardrails: stage 13 of DESIGN.md's AI pipeline, between the
@@ -180,121 +182,6 @@ func jsonText(raw string) (string, bool) {
 // quote is s as a JSON string.
 func quote(s string) string { return string(jsonstring.Append(nil, s)) }
 
-// toolArg is one tool call of a tool_calls array's raw JSON: its index
-// (its "index" field, else its position), its function name, and the byte
-// span of its function.arguments string (quotes included; start < 0 when
-// it has none) with its decoded text. other is set when it carries
-// anything besides index and function.arguments.
-type toolArg struct {
-	index      int
-	name       string
-	start, end int
-	text       string
-	other      bool
-}
-
-// toolArgs reads a tool_calls array's raw JSON; ok is false when it is not
-// an array of objects.
-func toolArgs(raw string, dst []toolArg) (_ []toolArg, ok bool) {
-	dec := json.NewDecoder(strings.NewReader(raw))
-	dec.UseNumber()
-	if t, err := dec.Token(); err != nil || t != json.Delim('[') {
-		return dst, false
-	}
-	for pos := 0; dec.More(); pos++ {
-		if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-			return dst, false
-		}
-		a := toolArg{index: pos, start: -1}
-		for dec.More() {
-			k, err := dec.Token()
-			if err != nil {
-				return dst, false
-			}
-			switch k {
-			case "index":
-				var n json.Number
-				if dec.Decode(&n) != nil {
-					return dst, false
-				}
-				i, err := strconv.Atoi(n.String())
-				if err != nil {
-					return dst, false
-				}
-				a.index = i
-			case "function":
-				if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-					return dst, false
-				}
-				for dec.More() {
-					fk, err := dec.Token()
-					if err != nil {
-						return dst, false
-					}
-					if fk != "arguments" {
-						if fk == "name" {
-							var n json.RawMessage
-							if dec.Decode(&n) != nil {
-								return dst, false
-							}
-							_ = json.Unmarshal(n, &a.name)
-						} else if dec.Decode(new(json.RawMessage)) != nil {
-							return dst, false
-						}
-						a.other = true
-						continue
-					}
-					off := int(dec.InputOffset())
-					t, err := dec.Token()
-					if err != nil {
-						return dst, false
-					}
-					s, isStr := t.(string)
-					if !isStr {
-						a.other = true
-						continue
-					}
-					q := strings.IndexByte(raw[off:], '"')
-					if q < 0 {
-						return dst, false
-					}
-					a.start, a.end, a.text = off+q, int(dec.InputOffset()), s
-				}
-				if _, err := dec.Token(); err != nil {
-					return dst, false
-				}
-			default:
-				if dec.Decode(new(json.RawMessage)) != nil {
-					return dst, false
-				}
-				a.other = true
-			}
-		}
-		if _, err := dec.Token(); err != nil {
-			return dst, false
-		}
-		dst = append(dst, a)
-	}
-	return dst, true
-}
-
-// spliceArgs returns raw with the arguments of each tool call of args set
-// to texts[i] (args' spans, in order), every other byte kept.
-func spliceArgs(raw string, args []toolArg, texts []string) string {
-	var b strings.Builder
-	at := 0
-	for i, a := range args {
-		if a.start < 0 {
-			continue
-		}
-		b.WriteString(raw[at:a.start])
-		b.Write(jsonstring.Append(nil, texts[i]))
-		at = a.end
-	}
-	b.WriteString(raw[at:])
-	return b.String()
-}
-
 // extras checks every string inside the raw JSON fields (but skip) with
 // the text rules, in place ([answerGuard.field]). A denial is returned.
 func (g *answerGuard) extras(fields map[string]string, skip string) error {
@@ -328,9 +215,19 @@ func (g *answerGuard) field(raw string) (string, error) {
 	if err != nil {
 		return g.text(raw)
 	}
+	return g.values(raw, vs, nil)
+}
+
+// values checks vs, the strings of raw, decoded, but those that are the
+// arguments of a call of skip, and returns raw with the redactions
+// spliced in (raw itself when nothing changed).
+func (g *answerGuard) values(raw string, vs []jsonstring.Value, skip []toolcalls.Call) (string, error) {
 	var changed []jsonstring.Value
 	var texts []string
 	for _, v := range vs {
+		if slices.ContainsFunc(skip, func(c toolcalls.Call) bool { return c.Start == v.Start }) {
+			continue
+		}
 		u := jsonstring.Unescape(v.Text)
 		r, err := g.text(u)
 		if err != nil {
@@ -344,6 +241,26 @@ func (g *answerGuard) field(raw string) (string, error) {
 		return raw, nil
 	}
 	return jsonstring.Splice(raw, changed, texts), nil
+}
+
+// callStrings checks the strings of a stream delta's tool calls but
+// their arguments (ids, types, names, unknown fields: the arguments go
+// through their channel's hold-back), chunk by chunk like the delta's
+// other fields; it returns raw with the redactions spliced in, raw
+// itself when nothing changed. calls are Parse's for raw.
+func (g *answerGuard) callStrings(raw string, calls []toolcalls.Call) (string, error) {
+	other := false
+	for _, c := range calls {
+		other = other || c.Other
+	}
+	if !other || g.sc == nil {
+		return raw, nil // arguments only: nothing else to check
+	}
+	vs, err := jsonstring.Values(raw)
+	if err != nil {
+		return raw, nil // Parse read it: never
+	}
+	return g.values(raw, vs, calls)
 }
 
 // dropLogprobs sets a choice's logprobs to null when the answer has text
@@ -389,35 +306,15 @@ func (g *answerGuard) checkJSON(resp *flexwayv1.ChatCompletion) error {
 		}
 		// reasoning_content, refusal, function_call, audio, annotations,
 		// reasoning… : every string, modelled or not.
-		if err := g.extras(m.GetExtraFields(), "tool_calls"); err != nil {
+		// tool_calls too: every string of them (arguments decoded, ids,
+		// names), whatever their shape.
+		if err := g.extras(m.GetExtraFields(), ""); err != nil {
 			return err
 		}
 		if err := g.extras(ch.GetExtraFields(), "logprobs"); err != nil {
 			return err
 		}
 		g.dropLogprobs(ch.GetExtraFields())
-		if raw, ok := m.GetExtraFields()["tool_calls"]; ok && g.sc != nil {
-			args, _ := toolArgs(raw, nil)
-			texts := make([]string, len(args))
-			changed := false
-			for i, a := range args {
-				// The arguments are JSON: their strings are checked
-				// decoded, as whoever uses them reads them.
-				u := jsonstring.Unescape(a.text)
-				r, err := g.text(u)
-				if err != nil {
-					return err
-				}
-				if r == u {
-					r = a.text // unchanged: the bytes as the upstream sent them
-				}
-				texts[i] = r
-				changed = changed || r != a.text
-			}
-			if changed {
-				m.ExtraFields["tool_calls"] = spliceArgs(raw, args, texts)
-			}
-		}
 	}
 	if len(g.whole) == 0 {
 		return nil
@@ -428,9 +325,9 @@ func (g *answerGuard) checkJSON(resp *flexwayv1.ChatCompletion) error {
 		loc := "choices[" + strconv.Itoa(i) + "].message."
 		calls := false
 		if raw, ok := m.GetExtraFields()["tool_calls"]; ok {
-			args, _ := toolArgs(raw, nil)
+			args, _ := toolcalls.Parse(raw, nil) // another shape: no call to judge
 			for _, a := range args {
-				calls = calls || a.start >= 0
+				calls = calls || a.Start >= 0
 			}
 		}
 		// With a schema to meet, an answer that is no text and calls no
@@ -444,21 +341,21 @@ func (g *answerGuard) checkJSON(resp *flexwayv1.ChatCompletion) error {
 			}
 		}
 		if raw, ok := m.GetExtraFields()["tool_calls"]; ok {
-			args, _ := toolArgs(raw, nil)
+			args, _ := toolcalls.Parse(raw, nil)
 			for k, a := range args {
-				if a.start < 0 {
+				if a.Start < 0 {
 					continue
 				}
-				texts = append(texts, answerText{loc: loc + "tool_calls[" + strconv.Itoa(k) + "].function.arguments", text: a.text, tool: a.name, isTool: true,
+				texts = append(texts, answerText{loc: loc + "tool_calls[" + strconv.Itoa(k) + "].function.arguments", text: a.Arguments, tool: a.Name, isTool: true,
 					set: func(s string) {
 						raw := m.ExtraFields["tool_calls"]
-						args, _ := toolArgs(raw, nil)
+						args, _ := toolcalls.Parse(raw, nil)
 						ts := make([]string, len(args))
 						for j := range args {
-							ts[j] = args[j].text
+							ts[j] = args[j].Arguments
 						}
 						ts[k] = s
-						m.ExtraFields["tool_calls"] = spliceArgs(raw, args, ts)
+						m.ExtraFields["tool_calls"] = toolcalls.Splice(raw, args, ts)
 					}})
 			}
 		}
@@ -646,7 +543,7 @@ func (g *answerGuard) chunk(ch *flexwayv1.ChatCompletionChunk) (drop bool, err e
 	g.last = ch
 	before := hasContent(ch)
 	keep := false // the chunk carries something besides held text
-	var args []toolArg
+	var args []toolcalls.Call
 	for _, choice := range ch.GetChoices() {
 		idx, d := choice.GetIndex(), choice.GetDelta()
 		if d == nil {
@@ -698,18 +595,32 @@ func (g *answerGuard) chunk(ch *flexwayv1.ChatCompletionChunk) (drop bool, err e
 		raw, hasTools := d.GetExtraFields()["tool_calls"]
 		args = args[:0]
 		if hasTools {
-			args, _ = toolArgs(raw, args)
-			for _, a := range args {
-				c := g.channel(idx, chanTool, a.index)
-				if a.name != "" {
-					c.name = a.name
+			var perr error
+			if args, perr = toolcalls.Parse(raw, args); perr != nil {
+				// Not OpenAI's shape: every string of it checked in
+				// this chunk, like a field Flexway does not model.
+				r, err := g.field(raw)
+				if err != nil {
+					return false, err
 				}
-				if a.start >= 0 {
-					if err := g.push(c, a.text); err != nil {
+				d.ExtraFields["tool_calls"], raw, keep = r, r, true
+			} else if raw, err = g.callStrings(raw, args); err != nil {
+				return false, err
+			} else if raw != d.ExtraFields["tool_calls"] {
+				d.ExtraFields["tool_calls"] = raw
+				args, _ = toolcalls.Parse(raw, args[:0])
+			}
+			for _, a := range args {
+				c := g.channel(idx, chanTool, a.Index)
+				if a.Name != "" {
+					c.name = a.Name
+				}
+				if a.Start >= 0 {
+					if err := g.push(c, a.Arguments); err != nil {
 						return false, err
 					}
 				}
-				if a.other {
+				if a.Other {
 					keep = true // the call's id or name must go out
 				}
 			}
@@ -733,7 +644,7 @@ func (g *answerGuard) chunk(ch *flexwayv1.ChatCompletionChunk) (drop bool, err e
 
 // write sets the delta's text fields of choice idx to what its channels
 // released (c.out), raw and args being its tool_calls as received.
-func (g *answerGuard) write(idx int32, d *flexwayv1.ChatMessage, raw string, args []toolArg) {
+func (g *answerGuard) write(idx int32, d *flexwayv1.ChatMessage, raw string, args []toolcalls.Call) {
 	var toolTexts []string
 	var extra []string
 	for _, c := range g.chans {
@@ -767,7 +678,7 @@ func (g *answerGuard) write(idx int32, d *flexwayv1.ChatMessage, raw string, arg
 		case chanTool:
 			i := -1
 			for j, a := range args {
-				if a.index == c.tool && a.start >= 0 {
+				if a.Index == c.tool && a.Start >= 0 {
 					i = j
 				}
 			}
@@ -775,7 +686,7 @@ func (g *answerGuard) write(idx int32, d *flexwayv1.ChatMessage, raw string, arg
 				if toolTexts == nil {
 					toolTexts = make([]string, len(args))
 					for j := range args {
-						toolTexts[j] = args[j].text
+						toolTexts[j] = args[j].Arguments
 					}
 				}
 				toolTexts[i] = c.out
@@ -786,7 +697,7 @@ func (g *answerGuard) write(idx int32, d *flexwayv1.ChatMessage, raw string, arg
 		c.out, c.hit = "", false
 	}
 	if toolTexts != nil {
-		raw = spliceArgs(raw, args, toolTexts)
+		raw = toolcalls.Splice(raw, args, toolTexts)
 	}
 	if len(extra) > 0 {
 		if raw == "" || raw == "null" {
@@ -921,11 +832,11 @@ func (g *answerGuard) replace(c *guardChannel, s string) {
 				if !ok {
 					continue
 				}
-				args, _ := toolArgs(raw, nil)
+				args, _ := toolcalls.Parse(raw, nil)
 				ts := make([]string, len(args))
 				for j, a := range args {
-					ts[j] = a.text
-					if a.index == c.tool && a.start >= 0 {
+					ts[j] = a.Arguments
+					if a.Index == c.tool && a.Start >= 0 {
 						carried = true
 						if first {
 							ts[j] = s
@@ -934,7 +845,7 @@ func (g *answerGuard) replace(c *guardChannel, s string) {
 						}
 					}
 				}
-				d.ExtraFields["tool_calls"] = spliceArgs(raw, args, ts)
+				d.ExtraFields["tool_calls"] = toolcalls.Splice(raw, args, ts)
 			}
 			if carried {
 				first = false

@@ -23,6 +23,7 @@ import (
 	"github.com/flexway/flexway/server/guardrail"
 	"github.com/flexway/flexway/server/openaiwire"
 	"github.com/flexway/flexway/server/policy"
+	"github.com/flexway/flexway/server/toolcalls"
 )
 
 // guardState is a call state whose policies are one policy named p with
@@ -251,12 +252,12 @@ func TestStreamChoicesAndChannels(t *testing.T) {
 	for _, ch := range r.sent {
 		for _, c := range ch.GetChoices() {
 			if raw, ok := c.GetDelta().GetExtraFields()["tool_calls"]; ok {
-				as, ok := toolArgs(raw, nil)
-				if !ok {
-					t.Fatalf("tool_calls %s", raw)
+				as, err := toolcalls.Parse(raw, nil)
+				if err != nil {
+					t.Fatalf("tool_calls %s: %v", raw, err)
 				}
 				for _, a := range as {
-					args.WriteString(a.text)
+					args.WriteString(a.Arguments)
 				}
 			}
 		}
@@ -479,9 +480,9 @@ func TestToolArgumentEscapes(t *testing.T) {
 		for _, ch := range r.sent {
 			for _, c := range ch.GetChoices() {
 				if raw, ok := c.GetDelta().GetExtraFields()["tool_calls"]; ok {
-					as, _ := toolArgs(raw, nil)
+					as, _ := toolcalls.Parse(raw, nil)
 					for _, a := range as {
-						all.WriteString(a.text)
+						all.WriteString(a.Arguments)
 					}
 				}
 			}
@@ -502,9 +503,9 @@ func TestToolArgumentEscapes(t *testing.T) {
 	for _, ch := range r.sent {
 		for _, c := range ch.GetChoices() {
 			if raw, ok := c.GetDelta().GetExtraFields()["tool_calls"]; ok {
-				as, _ := toolArgs(raw, nil)
+				as, _ := toolcalls.Parse(raw, nil)
 				for _, a := range as {
-					all.WriteString(a.text)
+					all.WriteString(a.Arguments)
 				}
 			}
 		}
@@ -612,5 +613,38 @@ func TestJSONSchemaEmptyAnswer(t *testing.T) {
 	r, _, err := relayGuarded(t, st, schemaReq, roleChunk(), finishChunk(0))
 	if fe := faults.As(err); fe == nil || fe.Reason != faults.GuardrailViolation || len(r.sent) != 0 {
 		t.Fatalf("an empty stream: err %v, sent %s", err, r.wire())
+	}
+}
+
+// TestOddToolCallsAnswer: an upstream answer whose tool_calls are not of
+// OpenAI's shape (an object, arguments that are no string, a key spelt
+// in another case, a second arguments key) has every string of them
+// checked, JSON and stream, and the card in them redacted (a misbehaving
+// upstream's odd shape passed unread); the ids and names of well-shaped
+// ones too.
+func TestOddToolCallsAnswer(t *testing.T) {
+	st := guardState(t, false, nil, redactCards)
+	card := "4111 1111 1111 1111"
+	for _, raw := range []string{
+		`{"function":{"arguments":"` + card + `"}}`,
+		`[{"function":{"name":"f","arguments":{"card":"` + card + `"}}}]`,
+		`[{"function":{"name":"f","Arguments":"` + card + `"}}]`,
+		`[{"function":{"name":"f","arguments":"{}","arguments":"` + card + `"}}]`,
+		`[{"id":"` + card + `","type":"function","function":{"name":"f","arguments":"{}"}}]`,
+	} {
+		resp := &flexwayv1.ChatCompletion{Choices: []*flexwayv1.ChatCompletionChoice{{Message: &flexwayv1.ChatMessage{Role: "assistant", ExtraFields: map[string]string{"tool_calls": raw}}}}}
+		if err := New(Options{}).newAnswerGuard(context.Background(), st, nil).checkJSON(resp); err != nil {
+			t.Fatal(err)
+		}
+		if got := resp.Choices[0].Message.ExtraFields["tool_calls"]; strings.Contains(got, "4111") || !strings.Contains(got, "[REDACTED:credit_card]") {
+			t.Errorf("JSON %s: sent %s", raw, got)
+		}
+		ch := &flexwayv1.ChatCompletionChunk{Id: "c1", Object: "chat.completion.chunk", Model: "m", Choices: []*flexwayv1.ChatCompletionChunkChoice{
+			{Index: 0, Delta: &flexwayv1.ChatMessage{ExtraFields: map[string]string{"tool_calls": raw}}},
+		}}
+		r, _, err := relayGuarded(t, st, nil, roleChunk(), ch, finishChunk(0))
+		if err != nil || strings.Contains(r.wire(), "4111") || !strings.Contains(r.wire(), "[REDACTED:credit_card]") {
+			t.Errorf("stream %s: err %v, sent %s", raw, err, r.wire())
+		}
 	}
 }

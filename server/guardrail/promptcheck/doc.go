@@ -12,10 +12,17 @@
 //     (messages[2].content[0].text), a replayed refusal part
 //     (messages[2].content[1].refusal), the message's refusal and
 //     reasoning_content strings (messages[3].refusal,
-//     messages[3].reasoning_content), and each tool call's arguments
-//     (messages[3].tool_calls[0].function.arguments), decoded from the
-//     raw tool_calls JSON (\u escapes included) and encoded back only when
-//     a rule changed them, every other byte of that JSON kept as sent.
+//     messages[3].reasoning_content), and every string of its tool calls:
+//     their arguments (messages[3].tool_calls[0].function.arguments),
+//     ids, types and names, decoded from the raw tool_calls JSON (\u
+//     escapes included) and encoded back only when a rule changed them,
+//     every other byte of that JSON kept as sent. tool_calls must have
+//     OpenAI's shape (server/toolcalls: an array of objects, a function
+//     object, string arguments, no key twice): another is a 400
+//     invalid_request_error with param messages[i].tool_calls before any
+//     rule runs, since a translation or a lenient upstream might read it
+//     another way than the check did. A webhook gets the arguments, not
+//     the ids, types and names.
 //     The arguments are JSON themselves: the strings in them are checked
 //     decoded too (a card written "\u0034111…" inside the arguments is a
 //     card to the tool), and arguments a rule changes go up with their

@@ -17,6 +17,7 @@ import (
 	"github.com/flexway/flexway/server/guardrail/jsonschema"
 	"github.com/flexway/flexway/server/guardrail/webhook"
 	"github.com/flexway/flexway/server/jsonstring"
+	"github.com/flexway/flexway/server/toolcalls"
 )
 
 // Checker runs the prompt phase. The zero Checker is ready to use; it is
@@ -74,13 +75,12 @@ func (k Checker) Check(ctx context.Context, st *call.State, req any) error {
 type kind uint8
 
 const (
-	content  kind = iota // messages[i].content, a string
-	part                 // messages[i].content[j].text
-	toolArgs             // messages[i].tool_calls[j].function.arguments
-	name                 // messages[i].name
-	extra                // a string inside a field Flexway does not model (refusal, reasoning_content, function_call, audio, tools, metadata, …)
-	input                // input, one string
-	inputs               // input[j]
+	content kind = iota // messages[i].content, a string
+	part                // messages[i].content[j].text
+	name                // messages[i].name
+	extra               // a string inside a field Flexway does not model (refusal, reasoning_content, function_call, audio, tools, metadata, …)
+	input               // input, one string
+	inputs              // input[j]
 )
 
 // text is one text of the request and where it goes back.
@@ -92,8 +92,6 @@ type text struct {
 	msg, idx int
 	text     string
 	changed  bool
-	// arg is the tool call argument's span in the raw tool_calls JSON.
-	arg argument
 	// fields, key and val are an extra text's map of raw JSON fields
 	// (a part's, a message's, the request's), its key there and the
 	// string's span in that field's value.
@@ -118,8 +116,6 @@ func (t *text) location() string {
 			return t.key + t.val.Path
 		}
 		return t.prefix + "." + t.key + t.val.Path
-	case toolArgs:
-		return m + ".tool_calls[" + strconv.Itoa(t.idx) + "].function.arguments"
 	case input:
 		return "input"
 	default:
@@ -162,25 +158,26 @@ func (c *checking) chat(r *flexwayv1.CreateChatCompletionRequest) error {
 		if m.Name != nil {
 			c.texts = append(c.texts, text{kind: name, role: role, msg: i, text: m.GetName()})
 		}
-		c.extras(role, i, "messages["+strconv.Itoa(i)+"]", extra)
 		if raw, ok := extra["tool_calls"]; ok {
-			args, err := toolArguments(raw)
-			if err != nil {
-				fe := faults.New(faults.InvalidRequest, "messages[%d].tool_calls is not valid JSON", i)
+			// Read as OpenAI's API reads it, or refused: a shape it does
+			// not have is one a translation or a lenient upstream may
+			// read another way. Its strings (arguments, ids, names,
+			// anything else) are then checked with the message's others.
+			if _, err := toolcalls.Parse(raw, nil); err != nil {
+				fe := faults.New(faults.InvalidRequest, "messages[%d].%s", i, err.Error())
 				fe.Param = "messages[" + strconv.Itoa(i) + "].tool_calls"
 				return fe
 			}
-			for _, a := range args {
-				c.texts = append(c.texts, text{kind: toolArgs, role: role, msg: i, idx: a.call, text: jsonstring.Unescape(a.text), arg: a})
-			}
 		}
+		c.extras(role, i, "messages["+strconv.Itoa(i)+"]", extra)
 	}
 	c.extras("", -1, "", r.GetExtraFields())
 	return nil
 }
 
 // extras collects every string inside the raw JSON fields of a part, a
-// message or the request (fields; tool_calls aside, read as tool calls):
+// message or the request (fields; a message's tool_calls too, its
+// arguments located as messages[i].tool_calls[j].function.arguments):
 // whatever the upstream gets is checked, whether Flexway models it or not
 // (refusal, reasoning_content, a legacy function_call, audio, tools'
 // descriptions, metadata, user, stop, prediction, an unknown field).
@@ -193,9 +190,7 @@ func (c *checking) extras(role string, msg int, prefix string, fields map[string
 	}
 	keys := make([]string, 0, len(fields))
 	for k := range fields {
-		if k != "tool_calls" || prefix == "" {
-			keys = append(keys, k)
-		}
+		keys = append(keys, k)
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
@@ -443,13 +438,17 @@ func (c *checking) webhook(ctx context.Context, policy string, wc *webhook.Clien
 	if wc == nil {
 		return nil
 	}
-	// Every text but the request's tools, which the webhook gets whole.
+	// Every text but the request's tools, which the webhook gets whole,
+	// and the tool calls' ids, types and names.
 	texts := make([]webhook.Text, 0, len(c.texts))
 	at := make([]int, 0, len(c.texts)) // texts[k] is c.texts[at[k]]
 	for i := range c.texts {
 		t := &c.texts[i]
 		if t.kind == extra && t.prefix == "" && t.key == "tools" {
 			continue
+		}
+		if t.kind == extra && t.key == "tool_calls" && !strings.HasSuffix(strings.ToLower(t.val.Path), ".function.arguments") {
+			continue // a tool call's id, type and name: the rules check them, the webhook gets the arguments
 		}
 		texts = append(texts, webhook.Text{Role: t.role, Location: t.location(), Text: t.text})
 		at = append(at, i)
@@ -540,24 +539,6 @@ func (c *checking) writeChat(r *flexwayv1.CreateChatCompletionRequest) {
 			continue
 		}
 		m := r.Messages[t.msg]
-		if t.kind == toolArgs {
-			// The message's tool call arguments, contiguous: the changed
-			// ones spliced in together.
-			var args []argument
-			j := i
-			for ; j < len(c.texts) && c.texts[j].kind == toolArgs && c.texts[j].msg == t.msg; j++ {
-				if c.texts[j].changed {
-					a := c.texts[j].arg
-					a.text = c.texts[j].text
-					args = append(args, a)
-				}
-			}
-			if args != nil {
-				m.ExtraFields["tool_calls"] = spliceArguments(m.ExtraFields["tool_calls"], args)
-			}
-			i = j - 1
-			continue
-		}
 		if !t.changed {
 			continue
 		}

@@ -514,3 +514,36 @@ func TestAcrossPartsOverlapping(t *testing.T) {
 		t.Errorf("parts %q | %q", ps[0].GetText(), ps[1].GetText())
 	}
 }
+
+// TestOddToolCalls: tool_calls of a shape OpenAI's API does not have
+// (an object, arguments that are no string, a second arguments key) are
+// a 400 naming where, before any rule runs (attack pass: each passed
+// unread, and a lenient upstream or translation reads them), and every
+// string of a tool call is checked, its id and name too.
+func TestOddToolCalls(t *testing.T) {
+	st := state(t, config.Policy{Name: "p", Guardrails: rules(config.GuardrailRule{Type: "pii", Action: "deny", Entities: []string{"credit_card"}})})
+	card := "4111 1111 1111 1111"
+	for raw, msg := range map[string]string{
+		`{"function":{"arguments":"` + card + `"}}`:                                 "messages[1].tool_calls must be an array",
+		`[{"function":{"name":"f","arguments":{"card":"` + card + `"}}}]`:           "messages[1].tool_calls[0].function.arguments must be a string",
+		`[{"function":{"name":"f","arguments":"{}","arguments":"` + card + `"}}]`:   "messages[1].tool_calls[0].function must be an object with one arguments",
+		`[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}},7]`: "messages[1].tool_calls[1] must be an object",
+	} {
+		req := &flexwayv1.CreateChatCompletionRequest{Model: "m", Messages: []*flexwayv1.ChatMessage{textMsg("user", "hi"), {Role: "assistant", ExtraFields: map[string]string{"tool_calls": raw}}}}
+		err := check(t.Context(), st, req)
+		var fe *faults.Error
+		if !errors.As(err, &fe) || fe.Reason != faults.InvalidRequest || fe.Param != "messages[1].tool_calls" || fe.Message != msg {
+			t.Errorf("%s: %v, want %q", raw, err, msg)
+		}
+	}
+	for _, raw := range []string{
+		`[{"id":"` + card + `","type":"function","function":{"name":"f","arguments":"{}"}}]`,
+		`[{"id":"c","type":"function","function":{"name":"f","Arguments":"` + card + `"}}]`,
+		`[{"id":"c","type":"function","function":{"name":"f","arguments":"{}","description":"` + card + `"}}]`,
+	} {
+		req := &flexwayv1.CreateChatCompletionRequest{Model: "m", Messages: []*flexwayv1.ChatMessage{textMsg("user", "hi"), {Role: "assistant", ExtraFields: map[string]string{"tool_calls": raw}}}}
+		if fe := faults.As(check(t.Context(), st, req)); fe == nil || fe.Reason != faults.GuardrailViolation {
+			t.Errorf("%s: %v, want a refusal", raw, fe)
+		}
+	}
+}
