@@ -115,7 +115,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzReduceSchema -fuzztime 30s ./server/backends/gemini/
 	$(GO) test -run '^$$' -fuzz FuzzCacheTokens -fuzztime 20s ./server/openaiwire/
 	$(GO) test -run '^$$' -fuzz FuzzScanner -fuzztime 30s ./server/guardrail/
-	$(GO) test -run '^$$' -fuzz FuzzToolArguments -fuzztime 20s ./server/guardrail/promptcheck/
+	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 20s ./server/toolcalls/
 	$(GO) test -run '^$$' -fuzz FuzzUnescape -fuzztime 20s ./server/jsonstring/
 	$(GO) test -run '^$$' -fuzz FuzzNewKeys -fuzztime 30s ./server/cache/
 
