@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
 	"github.com/flexway/flexway/server/call"
@@ -132,6 +133,7 @@ type checking struct {
 	chatCall bool
 	lastUser int // the last user message's index; -1: none
 	verdicts []call.GuardrailVerdict
+	ms       []guardrail.Match // across's matches, reused
 }
 
 // chat collects the texts of a chat request; its error refuses tool_calls
@@ -305,6 +307,9 @@ func (c *checking) scan(sc *guardrail.Scanner) error {
 	if deny == nil {
 		deny = c.acrossParts(sc)
 	}
+	if deny == nil {
+		deny = c.acrossMessages(sc)
+	}
 	if deny != nil {
 		return refuse(deny.Policy, deny.Type, "")
 	}
@@ -314,9 +319,7 @@ func (c *checking) scan(sc *guardrail.Scanner) error {
 // acrossParts checks the text parts of each message joined, as the
 // upstreams that join them (Anthropic's and Gemini's translations) and
 // the model read them: a match that spans two parts ("4111 1111 " and
-// "1111 1111") is one. A redaction writes [REDACTED:<entity>] in the
-// first part it touches and removes the rest of its span from the
-// others. It returns the first denying rule, nil when none.
+// "1111 1111") is one. It returns the first denying rule, nil when none.
 func (c *checking) acrossParts(sc *guardrail.Scanner) *guardrail.Rule {
 	for i := 0; i < len(c.texts); {
 		j := i
@@ -327,76 +330,179 @@ func (c *checking) acrossParts(sc *guardrail.Scanner) *guardrail.Rule {
 			i = max(j, i+1)
 			continue
 		}
-		group := c.texts[i:j]
-		i = j
 		var b strings.Builder
-		starts := make([]int, len(group)+1) // starts[k]: part k's offset in the joined text
-		for k := range group {
-			starts[k] = b.Len()
-			b.WriteString(group[k].text)
+		pieces := make([]piece, 0, j-i)
+		for k := i; k < j; k++ {
+			pieces = append(pieces, piece{t: k, from: 0, to: len(c.texts[k].text), at: b.Len()})
+			b.WriteString(c.texts[k].text)
 		}
-		starts[len(group)] = b.Len()
-		joined := b.String()
-		partOf := func(off int) int { // the part holding joined byte off
-			k := 0
-			for k+1 < len(group) && starts[k+1] <= off {
-				k++
-			}
-			return k
+		i = j
+		if r := c.across(sc, b.String(), pieces, false, false); r != nil {
+			return r
 		}
-		type cut struct {
-			k, s, e int // part k's bytes [s, e) go
-			with    string
+	}
+	return nil
+}
+
+// window is how far into each of two adjacent messages acrossMessages
+// reads, in bytes: more than the longest injection phrase (under 100), a
+// card or an email address (254), and than the provider keys as issued
+// (under 200); a longer match split across two messages (a PEM block, a
+// long JWT, an operator's regex) is not seen there. Each boundary costs
+// a scan of at most 2×256+1 bytes.
+const window = 256
+
+// acrossMessages checks each boundary between two adjacent messages with
+// text (content, or text parts): the last window bytes of the first and
+// the first window bytes of the second, joined by a line break, as the
+// model reads one after the other. A phrase split across them ("please
+// ignore all" | "previous instructions") is one; a card is not (a line
+// break ends its groups). It runs after acrossParts. It returns the first
+// denying rule, nil when none.
+func (c *checking) acrossMessages(sc *guardrail.Scanner) *guardrail.Rule {
+	// units[k]: the indices in c.texts of one message's texts, in order
+	units := make([][]int, 0, 8)
+	for i := range c.texts {
+		t := &c.texts[i]
+		if t.kind != content && t.kind != part || t.text == "" {
+			continue
 		}
-		var cuts []cut
-		for _, m := range sc.Find(joined, nil) {
-			first, last := partOf(m.Start), partOf(m.End-1)
-			if first == last {
-				continue // within one part: checked already
+		if n := len(units); n > 0 && c.texts[units[n-1][0]].msg == t.msg {
+			units[n-1] = append(units[n-1], i)
+		} else {
+			units = append(units, []int{i})
+		}
+	}
+	pieces := make([]piece, 0, 8)
+	b := make([]byte, 0, 2*window+1)
+	for u := 1; u < len(units); u++ {
+		pieces, b = pieces[:0], b[:0]
+		// the tail of the first, from its last text back
+		need, cutStart := window, false
+		k := len(units[u-1]) - 1
+		for ; k >= 0 && need > 0; k-- {
+			need -= len(c.texts[units[u-1][k]].text)
+		}
+		cutStart = need < 0 || k >= 0
+		for k++; k < len(units[u-1]); k++ {
+			i := units[u-1][k]
+			from := 0
+			if need < 0 {
+				from = runeStart(c.texts[i].text, -need)
+				need = 0
 			}
-			r := m.Rule
-			c.note(r.Policy, r.Type, verdictAction(r.Action, r.Shadow))
-			if r.Shadow {
-				continue
+			pieces = append(pieces, piece{t: i, from: from, to: len(c.texts[i].text), at: len(b)})
+			b = append(b, c.texts[i].text[from:]...)
+		}
+		b = append(b, '\n')
+		// the head of the second
+		need, cutEnd := window, false
+		for k := 0; k < len(units[u]) && need > 0; k++ {
+			i := units[u][k]
+			to := len(c.texts[i].text)
+			if to > need {
+				to, cutEnd = runeStart(c.texts[i].text, need), true
+			} else if k == len(units[u])-1 {
+				cutEnd = false
 			}
-			switch r.Action {
-			case guardrail.Deny:
-				return r
-			case guardrail.Redact:
-				for k := first; k <= last; k++ {
-					s, e := max(m.Start, starts[k])-starts[k], min(m.End, starts[k+1])-starts[k]
-					with := ""
-					if k == first {
-						with = "[REDACTED:" + m.Entity + "]"
-					}
-					cuts = append(cuts, cut{k, s, e, with})
+			need -= to
+			pieces = append(pieces, piece{t: i, from: 0, to: to, at: len(b)})
+			b = append(b, c.texts[i].text[:to]...)
+			if need == 0 && k < len(units[u])-1 {
+				cutEnd = true
+			}
+		}
+		if r := c.across(sc, string(b), pieces, cutStart, cutEnd); r != nil {
+			return r
+		}
+	}
+	return nil
+}
+
+// runeStart is i, moved back to the start of the rune it is in.
+func runeStart(s string, i int) int {
+	for i > 0 && i < len(s) && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return i
+}
+
+// piece is bytes [from, to) of c.texts[t], at offset at of a joined text.
+type piece struct{ t, from, to, at int }
+
+// across applies sc to joined, the pieces' bytes in order (with, between
+// them, separators that belong to none), and acts on the matches that
+// span two pieces or more (those within one were checked with it): a
+// deny is returned; a redaction writes [REDACTED:<entity>] in the first
+// piece it touches and removes the rest of its span from the others.
+// cutStart and cutEnd say joined begins or ends inside a longer text: a
+// match touching that edge may be a cut word, and is left alone.
+func (c *checking) across(sc *guardrail.Scanner, joined string, pieces []piece, cutStart, cutEnd bool) *guardrail.Rule {
+	pieceOf := func(off int) int { // the piece holding joined byte off, or the one before it
+		k := 0
+		for k+1 < len(pieces) && pieces[k+1].at <= off {
+			k++
+		}
+		return k
+	}
+	type cut struct {
+		t, s, e int // c.texts[t]'s bytes [s, e) go
+		with    string
+	}
+	var cuts []cut
+	c.ms = sc.Find(joined, c.ms[:0])
+	for _, m := range c.ms {
+		if cutStart && m.Start == 0 || cutEnd && m.End == len(joined) {
+			continue
+		}
+		first, last := pieceOf(m.Start), pieceOf(m.End-1)
+		if first == last {
+			continue // within one piece: checked already
+		}
+		r := m.Rule
+		c.note(r.Policy, r.Type, verdictAction(r.Action, r.Shadow))
+		if r.Shadow {
+			continue
+		}
+		switch r.Action {
+		case guardrail.Deny:
+			return r
+		case guardrail.Redact:
+			tag := "[REDACTED:" + m.Entity + "]"
+			for k := first; k <= last; k++ {
+				p := pieces[k]
+				s, e := max(m.Start, p.at), min(m.End, p.at+p.to-p.from)
+				if s >= e {
+					continue // the match only touches its separator
 				}
+				cuts = append(cuts, cut{p.t, s - p.at + p.from, e - p.at + p.from, tag})
+				tag = ""
 			}
 		}
-		// Per part, overlapping cuts merged into one (the first tag
-		// kept), then applied from the end so that earlier offsets hold.
-		slices.SortStableFunc(cuts, func(a, b cut) int {
-			if a.k != b.k {
-				return a.k - b.k
-			}
-			return a.s - b.s
-		})
-		var merged []cut
-		for _, x := range cuts {
-			if n := len(merged); n > 0 && merged[n-1].k == x.k && x.s <= merged[n-1].e {
-				merged[n-1].e = max(merged[n-1].e, x.e)
-				if merged[n-1].with == "" {
-					merged[n-1].with = x.with
-				}
-				continue
-			}
-			merged = append(merged, x)
+	}
+	// Per text, overlapping cuts merged into one (the first tag kept),
+	// then applied from the end so that earlier offsets hold.
+	slices.SortStableFunc(cuts, func(a, b cut) int {
+		if a.t != b.t {
+			return a.t - b.t
 		}
-		for n := len(merged) - 1; n >= 0; n-- {
-			x := merged[n]
-			t := &group[x.k]
-			t.text, t.changed = t.text[:x.s]+x.with+t.text[x.e:], true
+		return a.s - b.s
+	})
+	var merged []cut
+	for _, x := range cuts {
+		if n := len(merged); n > 0 && merged[n-1].t == x.t && x.s <= merged[n-1].e {
+			merged[n-1].e = max(merged[n-1].e, x.e)
+			if merged[n-1].with == "" {
+				merged[n-1].with = x.with
+			}
+			continue
 		}
+		merged = append(merged, x)
+	}
+	for n := len(merged) - 1; n >= 0; n-- {
+		x := merged[n]
+		t := &c.texts[x.t]
+		t.text, t.changed = t.text[:x.s]+x.with+t.text[x.e:], true
 	}
 	return nil
 }
