@@ -22,8 +22,9 @@ import (
 // a policy's "p:<policy>:..." (see policyBucketID), and for a per-minute
 // window the same without ":<period>".
 // The keys of a day bucket expire 3 days after the day began, those of a
-// month bucket 70 days after the month began (EXPIREAT, set when the key is
-// created); those of a window windowLife (2 minutes) after their last
+// month bucket 70 days after the month began, by the ledger's clock (an
+// EXPIRE of the life left, set when the key is created: Redis's own clock
+// may be off the gateway's); those of a window windowLife (2 minutes) after their last
 // reservation or commit (PEXPIRE, by the Redis server's clock). A window's
 // slots are pruned, in the scripts that read it, by the ledger's clock.
 // Both keys of a window get the same TTL whenever one is set, so that no
@@ -133,7 +134,7 @@ end
 
 // reserve: KEYS = marker, seq, then b, z per line.
 // ARGV = known e, known s, known rollback, id, now ms, deadline ms, then
-// limit, amount, expireAt, slot per line (slot "0": a period's bucket;
+// limit, amount, ttl (seconds: the bucket's life left), slot per line (slot "0": a period's bucket;
 // else a per-minute window, the second of the reservation).
 // Returns {-1, e, s, used...} when granted, {i, committed, reserved, e, s,
 // used...} (decimal strings) when line i (0-based) refused, where used are
@@ -181,8 +182,8 @@ else
       redis.call('PEXPIRE', b, wttl)
       redis.call('PEXPIRE', z, wttl)
     elseif redis.call('HINCRBY', b, 'r', amt) == tonumber(amt) then
-      redis.call('EXPIREAT', b, exp)
-      redis.call('EXPIREAT', z, exp)
+      redis.call('EXPIRE', b, exp)
+      redis.call('EXPIRE', z, exp)
     end
   end
   out = {-1, e, s}
@@ -206,7 +207,7 @@ const (
 
 // finish (commit and release): KEYS = marker, seq, tombstone, then b, z
 // per line. ARGV = known e, known s, known rollback, id, add (1 commit, 0
-// release), then held, amount, expireAt, slot per line (held "-1": not
+// release), then held, amount, ttl (seconds), slot per line (held "-1": not
 // reserved there; slot "0": a period's bucket, else a window's line, whose
 // amount goes to the field of its slot when the slot was not pruned yet,
 // or nowhere: it aged out). The reservation is removed from each bucket that still holds it;
@@ -253,7 +254,7 @@ for i = 0, (#KEYS - 3) / 2 - 1 do
       else
         redis.call('HINCRBY', b, 'c', amt)
       end
-      if cur == 0 then redis.call('EXPIREAT', b, ARGV[8 + 4*i]) end
+      if cur == 0 then redis.call('EXPIRE', b, ARGV[8 + 4*i]) end
     end
   end
 end

@@ -21,7 +21,7 @@ func (s *redisStore) reserve(ctx context.Context, id string, lines []line, now, 
 	nwin := 0
 	for _, l := range lines {
 		keys = bucketKeys(keys, l.bucket)
-		args = append(args, l.limit, l.amount, l.expireAt, l.slot)
+		args = append(args, l.limit, l.amount, ttlAt(l.expireAt, now), l.slot)
 		if l.slot != 0 {
 			nwin++
 		}
@@ -65,7 +65,7 @@ func (s *redisStore) windowUsed(lines []line, used []any) bool {
 }
 
 // finish runs the finish script once.
-func (s *redisStore) finish(ctx context.Context, op string, id string, lines []line, add bool) error {
+func (s *redisStore) finish(ctx context.Context, op string, id string, lines []line, add bool, now time.Time) error {
 	keys := make([]string, 3, 3+2*len(lines))
 	keys[0], keys[1], keys[2] = markerKey, seqKey, keyPrefix+"d:"+id
 	flag := "0"
@@ -75,7 +75,7 @@ func (s *redisStore) finish(ctx context.Context, op string, id string, lines []l
 	args := s.args(id, flag)
 	for _, l := range lines {
 		keys = bucketKeys(keys, l.bucket)
-		args = append(args, l.held, l.amount, l.expireAt, l.slot)
+		args = append(args, l.held, l.amount, ttlAt(l.expireAt, now), l.slot)
 	}
 	res, err := finishScript.Run(ctx, s.c, keys, args...).Slice()
 	if err == nil && (len(res) != 3 || s.observe(res[1], res[2]) != nil) {
@@ -117,7 +117,7 @@ func (s *redisStore) commit(ctx context.Context, id string, lines []line, now ti
 			}
 		}
 	}
-	err := s.finish(ctx, "commit", id, lines, true)
+	err := s.finish(ctx, "commit", id, lines, true, now)
 	if err == nil || s.local == nil {
 		return err
 	}
@@ -146,7 +146,8 @@ func (s *redisStore) replay(ctx context.Context) error {
 	applied := 0
 	var err error
 	for _, r := range recs {
-		if err = s.finish(ctx, "replay", r.ID, r.lines(), true); err != nil {
+		// the keys' lives as they were at the commit
+		if err = s.finish(ctx, "replay", r.ID, r.lines(), true, time.UnixMilli(r.At)); err != nil {
 			break
 		}
 		applied++
@@ -162,8 +163,17 @@ func (s *redisStore) replay(ctx context.Context) error {
 	return err
 }
 
-func (s *redisStore) release(ctx context.Context, id string, lines []line, _ time.Time) error {
-	return s.finish(ctx, "release", id, lines, false)
+func (s *redisStore) release(ctx context.Context, id string, lines []line, now time.Time) error {
+	return s.finish(ctx, "release", id, lines, false, now)
+}
+
+// ttlAt is the seconds from now (the ledger's clock) to expireAt (unix
+// seconds), at least 1: a period bucket's life left, which the scripts
+// set with EXPIRE. Relative, so that a Redis whose clock is days off the
+// gateway's (or a test's clock) never expires a live bucket at once, as
+// an absolute EXPIREAT in its past would.
+func ttlAt(expireAt int64, now time.Time) int64 {
+	return max(expireAt-now.Unix(), 1)
 }
 
 func (s *redisStore) balances(ctx context.Context, buckets []string, now time.Time) ([]balance, error) {
