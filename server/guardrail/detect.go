@@ -84,6 +84,7 @@ const (
 	tColon
 	tPhone // '+', '('
 	tDash
+	tKey // '_': a key's anchor (see anchored)
 )
 
 // trigs are the main loop's trigger tables, by which letter rules are
@@ -95,9 +96,13 @@ var trigs = func() (ts [4][256]uint8) {
 	for k := range ts {
 		ts[k] = trigBase
 		if k&2 != 0 {
-			for _, c := range "sAgxe" {
-				ts[k][c] = tLetter
-			}
+			// every key holds an upper-case letter, '-' or '_' at a fixed
+			// place (sk-, xoxb-, ghp_, github_pat_, eyJ, AKIA, AIza): it
+			// is found from there (anchored), so that lower-case letters
+			// and spaces never stop the scan
+			ts[k]['A'] = tLetter
+			ts[k]['J'] = tLetter
+			ts[k]['_'] = tKey
 		}
 		if k&1 != 0 {
 			for c := 'A'; c <= 'Z'; c++ {
@@ -218,23 +223,36 @@ func (d *det) scan() {
 	}
 	trig := &trigs[k]
 	for i := 0; i < n; {
-		for i < n && trig[s[i]] == tNone {
-			i++
+		for i < n {
+			if i+8 <= n && lowerOrSpace(s, i) {
+				i += 8 // prose: nothing begins among lower-case letters and spaces
+				continue
+			}
+			end := min(i+8, n)
+			for i < end && trig[s[i]] == tNone {
+				i++
+			}
+			if i < end {
+				break
+			}
 		}
 		if i >= n {
 			break
 		}
 		switch trig[s[i]] {
 		case tLetter:
-			if p := d.prev(i); bcls[p]&bWord == 0 {
-				d.letter(i, p)
-			} else if d.want[kSecret] && glued[s[i]] && (i+1 == n || keyStart(s[i], s[i+1])) {
-				// inside a word: the keys whose prefix is their own
-				// boundary (see key)
-				d.try(i, kSecret, d.key)
+			if p := d.prev(i); bcls[p]&bWord == 0 && d.want[kIBAN] && bcls[s[i]]&bUpper != 0 {
+				d.try(i, kIBAN, d.iban)
+			}
+			if d.want[kSecret] {
+				d.anchored(i)
 			}
 			// on to the next trigger, in this word too: a key or a card
 			// glued to the text before it (tokenghp_…, card4111…)
+		case tKey:
+			if d.want[kSecret] {
+				d.anchored(i)
+			}
 		case tDigit:
 			if pii {
 				if p := bcls[d.prev(i)]; p&bWord == 0 {
@@ -272,6 +290,7 @@ func (d *det) scan() {
 			if d.want[kSecret] {
 				// any byte before: x-----BEGIN, a sixth dash
 				d.try(i, kSecret, d.pem)
+				d.anchored(i)
 			}
 		}
 		i++
@@ -286,6 +305,18 @@ func (d *det) scan() {
 // its first ':'.
 func (d *det) trailing() {
 	n := len(d.s)
+	if d.want[kSecret] {
+		// a key's first bytes before its anchor: sk, xoxb, gh, ghp,
+		// githu…, ey (anchored finds the key once its anchor comes)
+		for _, p := range [...]string{"sk-", "xox?-", "gh?_", "github_", "eyJ"} {
+			for l := min(len(p)-1, n); l > 0; l-- {
+				if prefixOf(d.s[n-l:], p) {
+					d.hold = min(d.hold, n-l)
+					break
+				}
+			}
+		}
+	}
 	if d.want[kEmail] {
 		k := n
 		for k > 0 && n-k < emailLocalMax && bcls[d.s[k-1]]&bLocal != 0 {
@@ -306,36 +337,60 @@ func (d *det) trailing() {
 	}
 }
 
-// letter: a word starting at i (p the byte before it): provider keys, JWTs,
-// IBANs.
-func (d *det) letter(i int, p byte) {
-	if d.want[kSecret] && glued[d.s[i]] && (i+1 == len(d.s) || keyStart(d.s[i], d.s[i+1])) {
+// anchored tries the key whose anchor is the byte at i: 'A' begins
+// AKIA…, ASIA… and AIza…; 'J' is the third byte of a JWT (eyJ); '-' the
+// third of sk- and the fifth of xoxb-; '_' the fourth of ghp_ and the
+// seventh of github_pat_. The key's own boundary is key's to check.
+func (d *det) anchored(i int) {
+	s := d.s
+	back := func(k int, p string) bool { return k >= 0 && s[k:k+len(p)] == p }
+	switch s[i] {
+	case 'A':
 		d.try(i, kSecret, d.key)
-	}
-	if d.want[kIBAN] && bcls[d.s[i]]&bUpper != 0 {
-		d.try(i, kIBAN, d.iban)
+	case 'J':
+		if back(i-2, "ey") {
+			d.try(i-2, kSecret, d.key)
+		}
+	case '-':
+		if back(i-2, "sk") {
+			d.try(i-2, kSecret, d.key)
+		} else if back(i-4, "xox") {
+			d.try(i-4, kSecret, d.key)
+		}
+	case '_':
+		if back(i-3, "gh") {
+			d.try(i-3, kSecret, d.key)
+		} else if back(i-6, "github") {
+			d.try(i-6, kSecret, d.key)
+		}
 	}
 }
 
-// glued marks the bytes a provider key can begin with (see key).
-var glued = [256]bool{'s': true, 'A': true, 'g': true, 'x': true, 'e': true}
-
-// keyStart reports whether c, c2 can be the first two bytes of a key (a
-// cheap test before key: most words hold an s, e or g).
-func keyStart(c, c2 byte) bool {
-	switch c {
-	case 's':
-		return c2 == 'k'
-	case 'A':
-		return c2 == 'K' || c2 == 'S' || c2 == 'I'
-	case 'g':
-		return c2 == 'h' || c2 == 'i'
-	case 'x':
-		return c2 == 'o'
-	case 'e':
-		return c2 == 'y'
+// prefixOf reports whether t is a prefix of p, where '?' in p is any byte.
+func prefixOf(t, p string) bool {
+	for k := 0; k < len(t); k++ {
+		if p[k] != '?' && p[k] != t[k] {
+			return false
+		}
 	}
-	return false
+	return true
+}
+
+// lowerOrSpace reports whether the 8 bytes of s at i are all lower-case
+// ASCII letters or spaces (SWAR: for a byte b < 0x80, b+0x1F has its top
+// bit set when b >= 'a', b+0x05 when b > 'z'; a space is a zero byte of
+// the word xor 0x20…).
+func lowerOrSpace(s string, i int) bool {
+	const lo, hi = 0x0101010101010101, 0x8080808080808080
+	x := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+		uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+	if x&hi != 0 {
+		return false
+	}
+	lower := (x + 0x1F*lo) &^ (x + 0x05*lo)
+	y := x ^ 0x20*lo
+	space := ^(((y & (0x7F * lo)) + 0x7F*lo) | y)
+	return (lower|space)&hi == hi
 }
 
 // key matches a provider API key or a JWT at i, or returns -1. Each kind
@@ -588,16 +643,21 @@ func (d *det) number(i int) {
 	if inRun {
 		return // inside a longer number (1.2.3.4.5, 12 4111…)
 	}
-	// One group of fewer than 13 digits with no separator after it (most
-	// numbers of prose: 2024, 42, 12345678) is neither a card (13 digits
-	// or more), a phone (two groups or more, from here) nor an IPv4
-	// address (a dot after the group): nothing to try. A group at the
-	// end of a text still to come is tried (and so held).
+	// One group of fewer than 13 digits not followed by separators and a
+	// digit (most numbers of prose: 2024, 42 units, 12%) is neither a
+	// card (13 digits or more), a phone (two groups or more, from here)
+	// nor an IPv4 address (a dot and a digit after the group): nothing to
+	// try. A group at the end of a text still to come is tried (and so
+	// held).
 	k := i + 1
 	for k < len(d.s) && k-i < 13 && bcls[d.s[k]]&bDigit != 0 {
 		k++
 	}
-	if k-i < 13 && (k < len(d.s) || d.final) && !cardSep(d.at(k)) {
+	j := k
+	for j < len(d.s) && j-k < 3 && cardSep(d.s[j]) {
+		j++
+	}
+	if k-i < 13 && (j < len(d.s) || d.final) && (j == k || bcls[d.at(j)]&bDigit == 0) {
 		return
 	}
 	if d.want[kCard] {
