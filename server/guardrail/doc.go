@@ -24,7 +24,12 @@
 // replaced an Aho-Corasick automaton that stepped through every byte:
 // BenchmarkFind4KiB (pii + secrets + injection + banned) went from 22.6
 // to 19.6 µs, and 4 KiB of prose with nothing to find from 15.0 to
-// 11.7 µs, against a floor (strings.Count) of 0.075 µs.
+// 11.7 µs, against a floor (strings.Count) of 0.075 µs; keys found from
+// their anchor, with lower-case letters and spaces skipped 8 bytes at a
+// time, then took them to 18.9 and 9.8 µs (same run: 20.6 and 12.1). The
+// rest is the two passes over every byte (the detectors' and the
+// trie's, about half each) and the numbers of prose (card, phone and
+// IPv4 candidates).
 //
 // JSON \u escapes are not decoded here: integrators check the decoded
 // strings.
