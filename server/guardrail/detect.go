@@ -693,9 +693,10 @@ func (d *det) card(i int) int {
 			best = j
 		}
 		// Between groups: one to three separators (a space, a dash, a
-		// dot, a slash or a tab: "4111.1111.1111.1111", "4111 - 1111"
-		// and "4111  1111\t1111" are cards to a reader too). Not a line
-		// break: a column of numbers is not a card.
+		// dot, a slash, a tab or '_': "4111.1111.1111.1111", "4111 -
+		// 1111", "4111_1111" and "4111  1111\t1111" are cards to a
+		// reader too). Not a line break: a column of numbers is not a
+		// card.
 		if cardSep(d.at(j)) {
 			k := j + 1
 			for k < j+3 && cardSep(d.at(k)) {
@@ -713,7 +714,7 @@ func (d *det) card(i int) int {
 // cardSep reports a byte that may separate a card number's groups.
 func cardSep(c byte) bool {
 	switch c {
-	case ' ', '-', '.', '/', '\t':
+	case ' ', '-', '.', '/', '\t', '_':
 		return true
 	}
 	return false

@@ -276,7 +276,7 @@ func TestLookAlikeLetters(t *testing.T) {
 // decimal number, a date or a column of numbers (line breaks) is not.
 func TestCardSeparators(t *testing.T) {
 	s := mustCompile(t, Spec{Type: TypePII, Entities: []string{EntityCreditCard}, Action: Redact})
-	for _, text := range []string{"4111.1111.1111.1111", "4111/1111/1111/1111", "4111\t1111\t1111\t1111", "4111  1111  1111  1111", "4111 - 1111 - 1111 - 1111"} {
+	for _, text := range []string{"4111.1111.1111.1111", "4111/1111/1111/1111", "4111\t1111\t1111\t1111", "4111  1111  1111  1111", "4111 - 1111 - 1111 - 1111", "4111_1111_1111_1111"} {
 		whole := "card " + text + " ok"
 		if got := Redacted(whole, s.Find(whole, nil)); got != "card [REDACTED:credit_card] ok" {
 			t.Errorf("%q: %q", text, got)
