@@ -234,6 +234,13 @@ func (c *checking) note(policy, rule, action string) {
 	c.verdicts = append(c.verdicts, v)
 }
 
+// enforce records the verdict of a match of r and reports whether r acts
+// on it (a shadow policy's rule only reports).
+func (c *checking) enforce(r *guardrail.Rule) bool {
+	c.note(r.Policy, r.Type, verdictAction(r.Action, r.Shadow))
+	return !r.Shadow
+}
+
 // verdictAction is the verdict's action for a rule's action: the action
 // itself, or would_<action> for a shadow policy's deny and redact.
 func verdictAction(a guardrail.Action, shadow bool) string {
@@ -287,8 +294,7 @@ func (c *checking) scan(sc *guardrail.Scanner) error {
 		redact := false
 		for _, m := range ms {
 			r := m.Rule
-			c.note(r.Policy, r.Type, verdictAction(r.Action, r.Shadow))
-			if r.Shadow {
+			if !c.enforce(r) {
 				continue
 			}
 			switch r.Action {
@@ -460,8 +466,7 @@ func (c *checking) across(sc *guardrail.Scanner, joined string, pieces []piece, 
 			continue // within one piece: checked already
 		}
 		r := m.Rule
-		c.note(r.Policy, r.Type, verdictAction(r.Action, r.Shadow))
-		if r.Shadow {
+		if !c.enforce(r) {
 			continue
 		}
 		switch r.Action {
