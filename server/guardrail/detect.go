@@ -3,6 +3,7 @@ package guardrail
 import (
 	"encoding/base64"
 	"encoding/json"
+	"math/bits"
 	"net/netip"
 	"strings"
 )
@@ -223,18 +224,20 @@ func (d *det) scan() {
 	}
 	trig := &trigs[k]
 	for i := 0; i < n; {
-		for i < n {
-			if i+8 <= n && lowerOrSpace(s, i) {
-				i += 8 // prose: nothing begins among lower-case letters and spaces
-				continue
+	next:
+		for i+8 <= n {
+			// prose: nothing begins at a lower-case letter, a space or a
+			// non-ASCII byte, so only the other bytes of 8 are looked up
+			for m := notLowerOrSpace(s, i); m != 0; m &= m - 1 {
+				if k := i + bits.TrailingZeros64(m)>>3; trig[s[k]] != tNone {
+					i = k
+					break next
+				}
 			}
-			end := min(i+8, n)
-			for i < end && trig[s[i]] == tNone {
-				i++
-			}
-			if i < end {
-				break
-			}
+			i += 8
+		}
+		for i < n && trig[s[i]] == tNone {
+			i++
 		}
 		if i >= n {
 			break
@@ -376,21 +379,18 @@ func prefixOf(t, p string) bool {
 	return true
 }
 
-// lowerOrSpace reports whether the 8 bytes of s at i are all lower-case
-// ASCII letters or spaces (SWAR: for a byte b < 0x80, b+0x1F has its top
-// bit set when b >= 'a', b+0x05 when b > 'z'; a space is a zero byte of
-// the word xor 0x20…).
-func lowerOrSpace(s string, i int) bool {
+// notLowerOrSpace has the top bit set of each of the 8 bytes of s at i
+// that is an ASCII byte other than a lower-case letter or a space (SWAR on
+// the bytes' low 7 bits, so no carry crosses a byte: b+0x1F has its top
+// bit set when b >= 'a', b+0x05 when b > 'z'; b^0x20 is zero for a space).
+func notLowerOrSpace(s string, i int) uint64 {
 	const lo, hi = 0x0101010101010101, 0x8080808080808080
-	x := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
-		uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
-	if x&hi != 0 {
-		return false
-	}
-	lower := (x + 0x1F*lo) &^ (x + 0x05*lo)
-	y := x ^ 0x20*lo
-	space := ^(((y & (0x7F * lo)) + 0x7F*lo) | y)
-	return (lower|space)&hi == hi
+	x := load64(s, i)
+	b := x &^ hi
+	lower := (b + 0x1F*lo) &^ (b + 0x05*lo)
+	y := b ^ 0x20*lo
+	space := ^((y + 0x7F*lo) | y)
+	return hi &^ (lower | space | x)
 }
 
 // key matches a provider API key or a JWT at i, or returns -1. Each kind

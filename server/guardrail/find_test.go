@@ -352,3 +352,27 @@ func TestInjectionGrammar(t *testing.T) {
 		}
 	}
 }
+
+// TestNotLowerOrSpace checks the SWAR mask against a byte-by-byte one on
+// every byte value in every position.
+func TestNotLowerOrSpace(t *testing.T) {
+	buf := []byte("abcdefgh")
+	for pos := 0; pos < 8; pos++ {
+		for c := 0; c < 256; c++ {
+			for k := range buf {
+				buf[k] = "a z q  m"[k]
+			}
+			buf[pos] = byte(c)
+			got := notLowerOrSpace(string(buf), 0)
+			var want uint64
+			for k, b := range buf {
+				if b < 0x80 && b != ' ' && (b < 'a' || b > 'z') {
+					want |= 0x80 << (8 * k)
+				}
+			}
+			if got != want {
+				t.Fatalf("byte %#x at %d: mask %#x, want %#x", c, pos, got, want)
+			}
+		}
+	}
+}

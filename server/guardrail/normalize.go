@@ -1,9 +1,11 @@
 package guardrail
 
 import (
+	"encoding/binary"
 	"sort"
 	"unicode"
 	"unicode/utf8"
+	"unsafe"
 
 	"golang.org/x/text/unicode/norm"
 )
@@ -73,15 +75,15 @@ func (w *view) span(s, e int) (int, int) {
 func plainASCII(s string) bool {
 	const lo, hi = 0x0101010101010101, 0x8080808080808080
 	i := 0
-	for ; i+8 <= len(s); i += 8 {
-		x := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
-			uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
-		if x&hi != 0 {
+	for ; i+32 <= len(s); i += 32 {
+		// four words, one branch: any high bit, or any byte below 0x20
+		// or equal to 0x7F, sends the 32 bytes to the careful loop
+		x0, x1, x2, x3 := load64(s, i), load64(s, i+8), load64(s, i+16), load64(s, i+24)
+		if (x0|x1|x2|x3)&hi != 0 {
 			return false
 		}
-		del := x ^ 0x7F*lo
-		if ((x-0x20*lo)&^x|(del-lo)&^del)&hi != 0 {
-			for k := i; k < i+8; k++ {
+		if (ctlOrDel(x0)|ctlOrDel(x1)|ctlOrDel(x2)|ctlOrDel(x3))&hi != 0 {
+			for k := i; k < i+32; k++ {
 				if dropped[s[k]] {
 					return false
 				}
@@ -94,6 +96,21 @@ func plainASCII(s string) bool {
 		}
 	}
 	return true
+}
+
+// ctlOrDel has the top bit set of each byte of x (all below 0x80) that is
+// below 0x20 or is 0x7F (and maybe of some that are not: a borrow can
+// only flag the byte above a flagged one).
+func ctlOrDel(x uint64) uint64 {
+	const lo = 0x0101010101010101
+	del := x ^ 0x7F*lo
+	return (x-0x20*lo)&^x | (del-lo)&^del
+}
+
+// load64 is the 8 bytes of s at i as a little-endian word (one load; the
+// caller has checked i+8 <= len(s)).
+func load64(s string, i int) uint64 {
+	return binary.LittleEndian.Uint64(unsafe.Slice(unsafe.StringData(s[i:]), 8))
 }
 
 // dropped is the ASCII control bytes removed before matching, like the

@@ -8,8 +8,13 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
+
+// rawPool holds the detectors' match buffers between scans (a 4 KiB
+// prompt with a dozen emails grew one five times per scan).
+var rawPool = sync.Pool{New: func() any { return new([]rawMatch) }}
 
 // engine is what a Scanner runs, built from its rules.
 type engine struct {
@@ -342,7 +347,8 @@ func (s *Scanner) scan(text string, final bool, dst []Match, rxFrom []int) ([]Ma
 	if e.nfkc {
 		v := nfkcView(text, plain)
 		if e.want != [nKinds]bool{} {
-			d := det{s: v.s, want: e.want, final: final}
+			out := rawPool.Get().(*[]rawMatch)
+			d := det{s: v.s, want: e.want, final: final, out: (*out)[:0]}
 			d.scan()
 			for _, m := range d.out {
 				a, b := v.span(m.s, m.e)
@@ -352,6 +358,10 @@ func (s *Scanner) scan(text string, final bool, dst []Match, rxFrom []int) ([]Ma
 			}
 			if !final && d.hold < len(v.s) {
 				hold = min(hold, v.origStart(d.hold))
+			}
+			if cap(d.out) <= 1024 {
+				*out = d.out
+				rawPool.Put(out)
 			}
 		}
 		for k, rx := range e.rx {
@@ -384,7 +394,7 @@ func (s *Scanner) phrases(text string, ascii, final bool, dst []Match, hold int)
 		v = foldedView(text)
 		src = v.s
 	}
-	h := e.phrases.scan(src, final, func(st, end int, p int32) {
+	h := e.phrases.scan(src, ascii, final, func(st, end int, p int32) {
 		x, y := st, end
 		if !ascii {
 			x, y = v.span(st, end)
