@@ -218,3 +218,26 @@ func TestHolderHoldsLittle(t *testing.T) {
 		t.Fatalf("%q %q %q", a, b, c)
 	}
 }
+
+// TestHolderEverySplitEachRule runs the split property with one rule kind
+// at a time: each must hold what it needs by itself, not thanks to
+// another's hold (an email's hold also covers an IBAN's country code).
+func TestHolderEverySplitEachRule(t *testing.T) {
+	specs := []Spec{
+		{Type: TypeSecrets, Action: Deny},
+		{Type: TypeInjection, Action: Deny},
+		{Type: TypeBanned, Words: []string{"hydra", "project x", "café"}, Action: Redact},
+		{Type: TypeRegex, Pattern: `\b\d{3}-\d{2}-\d{4}\b`, Action: Redact},
+	}
+	for _, e := range []string{EntityEmail, EntityPhone, EntityCreditCard, EntityIBAN, EntityIPv4, EntityIPv6} {
+		specs = append(specs, Spec{Type: TypePII, Entities: []string{e}, Action: Redact})
+	}
+	for _, sp := range specs {
+		s := mustCompile(t, sp)
+		for _, f := range holderFixtures {
+			for i := 0; i <= len(f); i++ {
+				checkStream(t, s, []string{f[:i], f[i:]})
+			}
+		}
+	}
+}
