@@ -376,3 +376,30 @@ func TestNotLowerOrSpace(t *testing.T) {
 		}
 	}
 }
+
+func TestTailStartHeadEnd(t *testing.T) {
+	for _, c := range []struct {
+		s          string
+		n          int
+		tail, head string
+	}{
+		{"abc def", 3, "def", "abc"},
+		{"abc def", 4, " def", "abc "},
+		{"ab" + strings.Repeat(" ", 50) + "cd", 3, strings.Repeat(" ", 50) + "cd", "ab" + strings.Repeat(" ", 50)},
+		{"ab" + strings.Repeat(" ", 50) + "cd", 4, "b" + strings.Repeat(" ", 50) + "cd", "ab" + strings.Repeat(" ", 50) + "c"},
+		{"x-_-\t\ny", 2, "-_-\t\ny", "x-_-\t\n"},
+		{"ab\u200b\u200bc\u0301", 2, "b\u200b\u200bc\u0301", "ab\u200b\u200b"},
+		{"a \u200b b", 3, "a \u200b b", "a \u200b b"},
+		{"héllo", 2, "lo", "hé"},
+		{"", 5, "", ""},
+	} {
+		st, got := TailStart(c.s, c.n)
+		if c.s[st:] != c.tail || got > c.n {
+			t.Errorf("TailStart(%q, %d) = %q (%d), want %q", c.s, c.n, c.s[st:], got, c.tail)
+		}
+		end, got := HeadEnd(c.s, c.n)
+		if c.s[:end] != c.head || got > c.n {
+			t.Errorf("HeadEnd(%q, %d) = %q (%d), want %q", c.s, c.n, c.s[:end], got, c.head)
+		}
+	}
+}

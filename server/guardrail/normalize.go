@@ -391,3 +391,73 @@ func build(text string, fold bool) view {
 	}
 	return view{s: string(b.b), runs: b.runs, olen: len(text)}
 }
+
+// weight is how many characters the rune r counts for in a window the
+// rules read (see TailStart): 0 for what the views drop (ignorable
+// characters, combining marks) and for whitespace or a word joiner ('-',
+// '_', which the phrase rules fold to a space) next to another
+// (afterSpace: the last rune counted was one), 1 otherwise. space is the
+// state for the next rune.
+func weight(r rune, afterSpace bool) (n int, space bool) {
+	if r < utf8.RuneSelf {
+		switch {
+		case r == ' ' || r == '-' || r == '_' || r >= '\t' && r <= '\r':
+			if afterSpace {
+				return 0, true
+			}
+			return 1, true
+		case dropped[r]:
+			return 0, afterSpace
+		}
+		return 1, false
+	}
+	switch {
+	case ignorable(r) || isMark(r):
+		return 0, afterSpace
+	case unicode.IsSpace(r):
+		if afterSpace {
+			return 0, true
+		}
+		return 1, true
+	}
+	return 1, false
+}
+
+// TailStart is where the tail of s that holds n characters as the rules
+// count them begins: a run of whitespace (or of '-' and '_') counts once,
+// ignorable characters and combining marks not at all, so that padding
+// cannot push a phrase out of a window of n. got is the count of s[start:]
+// (less than n only when start is 0). start is a rune start.
+func TailStart(s string, n int) (start, got int) {
+	i := len(s)
+	sp := false
+	for i > 0 {
+		r, sz := utf8.DecodeLastRuneInString(s[:i])
+		w, isSp := weight(r, sp)
+		if got+w > n {
+			return i, got
+		}
+		got += w
+		sp = isSp
+		i -= sz
+	}
+	return 0, got
+}
+
+// HeadEnd is where the head of s that holds n characters as the rules
+// count them ends (see TailStart): s[:end] counts got, less than n only
+// when end is len(s). end is a rune start.
+func HeadEnd(s string, n int) (end, got int) {
+	sp := false
+	for i := 0; i < len(s); {
+		r, sz := utf8.DecodeRuneInString(s[i:])
+		w, isSp := weight(r, sp)
+		if got+w > n {
+			return i, got
+		}
+		got += w
+		sp = isSp
+		i += sz
+	}
+	return len(s), got
+}

@@ -351,16 +351,18 @@ func (c *checking) acrossParts(sc *guardrail.Scanner) *guardrail.Rule {
 }
 
 // window is how far into each of two adjacent messages acrossMessages
-// reads, in bytes: more than the longest injection phrase (under 100), a
-// card or an email address (254), and than the provider keys as issued
-// (under 200); a longer match split across two messages (a PEM block, a
-// long JWT, an operator's regex) is not seen there. Each boundary costs
-// a scan of at most 2×256+1 bytes.
-const window = 256
+// reads, in characters as the rules count them (guardrail.TailStart: a
+// run of whitespace once, ignorable characters and combining marks not
+// at all, so padding cannot push a phrase out of it): more than the
+// longest injection phrase (under 100). Only a match that a line break
+// does not end can cross the boundary (a phrase, an operator's regex); a
+// longer one split across two messages is not seen there. Each boundary
+// costs a scan of about 2×128 bytes of ordinary text.
+const window = 128
 
 // acrossMessages checks each boundary between two adjacent messages with
-// text (content, or text parts): the last window bytes of the first and
-// the first window bytes of the second, joined by a line break, as the
+// text (content, or text parts): the last window characters of the first and
+// the first window characters of the second, joined by a line break, as the
 // model reads one after the other. A phrase split across them ("please
 // ignore all" | "previous instructions") is one; a card is not (a line
 // break ends its groups). It runs after acrossParts. It returns the first
@@ -384,38 +386,33 @@ func (c *checking) acrossMessages(sc *guardrail.Scanner) *guardrail.Rule {
 	for u := 1; u < len(units); u++ {
 		pieces, b = pieces[:0], b[:0]
 		// the tail of the first, from its last text back
-		need, cutStart := window, false
-		k := len(units[u-1]) - 1
-		for ; k >= 0 && need > 0; k-- {
-			need -= len(c.texts[units[u-1][k]].text)
-		}
-		cutStart = need < 0 || k >= 0
-		for k++; k < len(units[u-1]); k++ {
-			i := units[u-1][k]
-			from := 0
-			if need < 0 {
-				from = runeStart(c.texts[i].text, -need)
-				need = 0
+		need, k, from := window, len(units[u-1])-1, 0
+		for ; k >= 0; k-- {
+			st, got := guardrail.TailStart(c.texts[units[u-1][k]].text, need)
+			if need -= got; st > 0 || need == 0 {
+				from = st
+				break
 			}
+		}
+		cutStart := k > 0 || from > 0
+		for k = max(k, 0); k < len(units[u-1]); k++ {
+			i := units[u-1][k]
 			pieces = append(pieces, piece{t: i, from: from, to: len(c.texts[i].text), at: len(b)})
 			b = append(b, c.texts[i].text[from:]...)
+			from = 0
 		}
 		b = append(b, '\n')
 		// the head of the second
 		need, cutEnd := window, false
-		for k := 0; k < len(units[u]) && need > 0; k++ {
+		for k := 0; k < len(units[u]); k++ {
 			i := units[u][k]
-			to := len(c.texts[i].text)
-			if to > need {
-				to, cutEnd = runeStart(c.texts[i].text, need), true
-			} else if k == len(units[u])-1 {
-				cutEnd = false
-			}
-			need -= to
-			pieces = append(pieces, piece{t: i, from: 0, to: to, at: len(b)})
-			b = append(b, c.texts[i].text[:to]...)
-			if need == 0 && k < len(units[u])-1 {
+			end, got := guardrail.HeadEnd(c.texts[i].text, need)
+			need -= got
+			pieces = append(pieces, piece{t: i, from: 0, to: end, at: len(b)})
+			b = append(b, c.texts[i].text[:end]...)
+			if end < len(c.texts[i].text) || need == 0 && k < len(units[u])-1 {
 				cutEnd = true
+				break
 			}
 		}
 		if r := c.across(sc, string(b), pieces, cutStart, cutEnd); r != nil {
