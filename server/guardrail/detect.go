@@ -638,10 +638,13 @@ func (d *det) email(at int) (int, int) {
 // letter, digit or '_'): cards, phones, IPv4.
 func (d *det) number(i int) {
 	p := d.prev(i)
-	inRun := (p == '.' || p == '-' || p == ' ') && i >= 2 && bcls[d.s[i-2]]&bDigit != 0
-	if inRun {
-		return // inside a longer number (1.2.3.4.5, 12 4111…)
-	}
+	// a group after another (1.2.3.4.5, 12 4111…): no phone or address
+	// starts inside a longer number, but a card may (cvv 737 4111…, exp
+	// 12/28 4111…, a list of cards), and the card tried from the group
+	// before may not be the reader's (555-123-4567 4111… holds a
+	// Luhn-valid 14 digits): every group start is tried, the overlapping
+	// matches redacted as one
+	inRun := (p == '.' || p == '-' || p == ' ' || p == '/' || p == '\t' || p == '_') && i >= 2 && bcls[d.s[i-2]]&bDigit != 0
 	// One group of fewer than 13 digits not followed by separators and a
 	// digit (most numbers of prose: 2024, 42 units, 12%) is neither a
 	// card (13 digits or more), a phone (two groups or more, from here)
@@ -661,6 +664,9 @@ func (d *det) number(i int) {
 	}
 	if d.want[kCard] {
 		d.try(i, kCard, d.card)
+	}
+	if inRun {
+		return
 	}
 	if d.want[kPhone] && p != '+' && p != '(' {
 		d.try(i, kPhone, d.phone)
@@ -719,19 +725,38 @@ func cardSep(c byte) bool {
 	return false
 }
 
-// issuer reports a card issuer's prefix: Visa 4; Mastercard 51–55 and
-// 2221–2720; Amex 34, 37; Discover 6011, 65, 644–649; Diners 36, 38,
-// 300–305; JCB 3528–3589; UnionPay 62; Maestro 50, 56–69.
+// issuer reports a card issuer's prefix with one of its lengths (the
+// networks' IIN ranges, as ISO/IEC 7812 registers them): Visa 4 (13, 16
+// or 19 digits); Mastercard 51–55 and 2221–2720 (16); Amex 34, 37 (15);
+// Diners 36 (14–19), 300–305 and 38 (16–19); JCB 3528–3589 (16–19);
+// Discover 6011, 644–649, 65, UnionPay 62 and Maestro 50, 56–69 (13–19).
+// A Luhn-valid run of the wrong length (18 digits from 37, 14 from 55) is
+// no card.
 func issuer(dg []byte) bool {
+	n := len(dg)
 	p4 := int(dg[0]-'0')*1000 + int(dg[1]-'0')*100 + int(dg[2]-'0')*10 + int(dg[3]-'0')
+	p2, p3 := p4/100, p4/10
 	switch dg[0] {
-	case '4', '5', '6':
+	case '4':
+		return n == 13 || n == 16 || n == 19
+	case '5':
+		if p2 >= 51 && p2 <= 55 {
+			return n == 16
+		}
+		return true // Maestro 50, 56–59
+	case '6':
 		return true
 	case '2':
-		return p4 >= 2221 && p4 <= 2720
+		return p4 >= 2221 && p4 <= 2720 && n == 16
 	case '3':
-		p2, p3 := p4/100, p4/10
-		return p2 == 34 || p2 == 37 || p2 == 36 || p2 == 38 || (p3 >= 300 && p3 <= 305) || (p4 >= 3528 && p4 <= 3589)
+		switch {
+		case p2 == 34 || p2 == 37:
+			return n == 15
+		case p2 == 36:
+			return n >= 14
+		case p2 == 38 || p3 >= 300 && p3 <= 305, p4 >= 3528 && p4 <= 3589:
+			return n >= 16
+		}
 	}
 	return false
 }

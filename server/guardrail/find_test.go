@@ -58,6 +58,21 @@ func TestFindEntities(t *testing.T) {
 		{"bad luhn 4111111111111112", nil},
 		{"ts 1733011200000 ms", nil},         // 13 digits, no issuer
 		{"long 41111111111111110000 x", nil}, // inside a longer run
+		// a card after another number (attack pass: all passed)
+		{"exp 12/28 4111 1111 1111 1111", []hit{{"4111 1111 1111 1111", "credit_card"}}},
+		{"cvv 737 4111 1111 1111 1111", []hit{{"4111 1111 1111 1111", "credit_card"}}},
+		{"7-4111-1111-1111-1111", []hit{{"4111-1111-1111-1111", "credit_card"}}},
+		{"no. 2 4111111111111111", []hit{{"4111111111111111", "credit_card"}}},
+		{"4111111111111111 5555555555554444", []hit{{"4111111111111111", "credit_card"}, {"5555555555554444", "credit_card"}}},
+		// the phone and the card's first group make a Luhn-valid 14
+		// digits from 55, which Mastercard does not issue: the card
+		// alone, whole (attack pass: its last 12 digits went out)
+		{"555-123-4567 4111 1111 1111 1111", []hit{{"4111 1111 1111 1111", "credit_card"}}},
+		{"amex 18 digits 3704 0044 0532 0130 01", nil},
+		{"visa 14 41111111111114", nil},
+		// overlapping cards (a Luhn-valid 16 from a Maestro 6 before a
+		// Visa): both, redacted as one
+		{"6011 1111 1111 1117 4111 1111 1111 1111", []hit{{"6011 1111 1111 1117", "credit_card"}, {"4111 1111 1111 1111", "credit_card"}}},
 		{"no issuer 9111111111111111", nil},  // Luhn ok? no issuer anyway
 		{"call +44 20 7946 0958 now", []hit{{"+44 20 7946 0958", "phone"}}},
 		{"call +1 (555) 123-4567", []hit{{"+1 (555) 123-4567", "phone"}}},
