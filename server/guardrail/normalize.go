@@ -22,6 +22,9 @@ type view struct {
 	s    string
 	runs []vrun
 	olen int
+	// dropped: the view left out an ignorable character (a zero-width
+	// space, a control byte) that may have separated two words.
+	dropped bool
 }
 
 type vrun struct {
@@ -190,6 +193,9 @@ type builder struct {
 	runs []vrun
 	// folded view state: the last byte written was a collapsed space.
 	fold, space bool
+	// sep: an ignorable character is a space instead (the second folded
+	// view, see Scanner.phrases); dropped: one was left out.
+	sep, dropped bool
 }
 
 func (b *builder) addPos(o int, seg string) {
@@ -259,6 +265,12 @@ func (b *builder) asciiRun(o int, t string) {
 	runStart := 0
 	for i := 0; i < len(t); i++ {
 		c := asciiFold[t[i]]
+		if c == 0 {
+			b.dropped = true
+			if b.sep {
+				c = ' '
+			}
+		}
 		if c == 0 || c == ' ' && b.space {
 			// dropped, or a collapsed space: close the positional run
 			// before it
@@ -302,7 +314,18 @@ func (b *builder) segment(o int, src string, seg []byte) {
 	for i := 0; i < len(seg); {
 		r, sz := utf8.DecodeRune(seg[i:])
 		i += sz
-		if ignorable(r) || isMark(r) {
+		if r >= 0xE0020 && r <= 0xE007E {
+			// a tag character is read as the ASCII one it shadows by
+			// models that decode "ASCII smuggling": so by the rules
+			r -= 0xE0000
+		} else if ignorable(r) {
+			b.dropped = true
+			if !(b.fold && b.sep) {
+				continue
+			}
+			r = ' '
+		}
+		if isMark(r) {
 			// A mark NFKC left apart (on a digit: 4\u0301) hides nothing
 			// of what the rules look for.
 			continue
@@ -341,18 +364,26 @@ func nfkcView(text string, plain bool) view {
 	if plain {
 		return view{s: text, olen: len(text)}
 	}
-	return build(text, false)
+	return build(text, false, false)
 }
 
 // foldedView is the view injection and banned rules match on: NFKD,
 // ignorables and combining marks removed, lower case, whitespace runs
 // collapsed to one space.
 func foldedView(text string) view {
-	return build(text, true)
+	return build(text, true, false)
 }
 
-func build(text string, fold bool) view {
-	b := builder{fold: fold, b: make([]byte, 0, len(text)+len(text)/8)}
+// sepView is foldedView with each ignorable character a space: a
+// zero-width space between two words separates them for the model's
+// tokenizer ("ignore\u200ball previous instructions"), inside one it
+// hides nothing ("ig\u200bnore"); the phrase rules read both views.
+func sepView(text string) view {
+	return build(text, true, true)
+}
+
+func build(text string, fold, sep bool) view {
+	b := builder{fold: fold, sep: sep, b: make([]byte, 0, len(text)+len(text)/8)}
 	form := norm.NFKC
 	if fold {
 		form = norm.NFKD
@@ -389,7 +420,7 @@ func build(text string, fold bool) view {
 		}
 		i = k
 	}
-	return view{s: string(b.b), runs: b.runs, olen: len(text)}
+	return view{s: string(b.b), runs: b.runs, olen: len(text), dropped: b.dropped}
 }
 
 // weight is how many characters the rune r counts for in a window the

@@ -385,18 +385,42 @@ func (s *Scanner) scan(text string, final bool, dst []Match, rxFrom []int) ([]Ma
 
 // phrases finds injection phrases and banned words: on pure-ASCII text
 // directly (the automaton folds case and whitespace), otherwise on the
-// folded view.
+// folded view, and when that view dropped an ignorable character, on the
+// view where each is a space too (sepView), the matches of both reported
+// once.
 func (s *Scanner) phrases(text string, ascii, final bool, dst []Match, hold int) ([]Match, int) {
+	if ascii {
+		return s.phrasesIn(text, nil, final, dst, hold)
+	}
+	v := foldedView(text)
+	n := len(dst)
+	dst, hold = s.phrasesIn(text, &v, final, dst, hold)
+	if !v.dropped {
+		return dst, hold
+	}
+	sv := sepView(text)
+	m := len(dst)
+	dst, hold = s.phrasesIn(text, &sv, final, dst, hold)
+	// drop what the first view found already
+	out := dst[:m]
+	for _, x := range dst[m:] {
+		if !slices.Contains(dst[n:m], x) {
+			out = append(out, x)
+		}
+	}
+	return out, hold
+}
+
+// phrasesIn runs the phrase trie over v (nil: text itself, pure ASCII).
+func (s *Scanner) phrasesIn(text string, v *view, final bool, dst []Match, hold int) ([]Match, int) {
 	e := &s.eng
-	var v view
 	src := text
-	if !ascii {
-		v = foldedView(text)
+	if v != nil {
 		src = v.s
 	}
-	h := e.phrases.scan(src, ascii, final, func(st, end int, p int32) {
+	h := e.phrases.scan(src, v == nil, final, func(st, end int, p int32) {
 		x, y := st, end
-		if !ascii {
+		if v != nil {
 			x, y = v.span(st, end)
 		}
 		for _, r := range e.phraseRules[p] {
@@ -404,7 +428,7 @@ func (s *Scanner) phrases(text string, ascii, final bool, dst []Match, hold int)
 		}
 	})
 	if !final && h < len(src) {
-		if !ascii {
+		if v != nil {
 			h = v.origStart(h)
 		}
 		hold = min(hold, h)
