@@ -73,7 +73,7 @@ func TestFindEntities(t *testing.T) {
 		// overlapping cards (a Luhn-valid 16 from a Maestro 6 before a
 		// Visa): both, redacted as one
 		{"6011 1111 1111 1117 4111 1111 1111 1111", []hit{{"6011 1111 1111 1117", "credit_card"}, {"4111 1111 1111 1111", "credit_card"}}},
-		{"no issuer 9111111111111111", nil},  // Luhn ok? no issuer anyway
+		{"no issuer 9111111111111111", nil}, // Luhn ok? no issuer anyway
 		{"call +44 20 7946 0958 now", []hit{{"+44 20 7946 0958", "phone"}}},
 		{"call +1 (555) 123-4567", []hit{{"+1 (555) 123-4567", "phone"}}},
 		{"call (555) 123-4567", []hit{{"(555) 123-4567", "phone"}}},
