@@ -6,6 +6,8 @@ import (
 	"math/bits"
 	"net/netip"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // The pii and secrets detectors. They scan the NFKC view once: a byte
@@ -320,10 +322,7 @@ func (d *det) trailing() {
 		}
 	}
 	if d.want[kEmail] {
-		k := n
-		for k > 0 && n-k < emailLocalMax && bcls[d.s[k-1]]&bLocal != 0 {
-			k--
-		}
+		k := localStart(d.s, n)
 		if k < d.hold {
 			d.hold = k
 		}
@@ -581,10 +580,7 @@ func (d *det) pem(i int) int {
 // run of its bytes before the '@' (its last 64 at most, leading dots
 // dropped); the domain two or more labels, the last one letters.
 func (d *det) email(at int) (int, int) {
-	k := at
-	for k > 0 && at-k < emailLocalMax && bcls[d.s[k-1]]&bLocal != 0 {
-		k--
-	}
+	k := localStart(d.s, at)
 	for k < at && d.s[k] == '.' {
 		k++
 	}
@@ -592,8 +588,20 @@ func (d *det) email(at int) (int, int) {
 		return k, -1
 	}
 	j := at + 1
-	for j-at <= 255 && d.cls(j)&bDom != 0 {
-		j++
+	for j-at <= 255 {
+		if c := d.at(j); c < utf8.RuneSelf {
+			if bcls[c]&bDom == 0 {
+				break
+			}
+			j++
+			continue
+		}
+		// an internationalised domain's letter (RFC 6531: exämple.com)
+		r, sz := utf8.DecodeRuneInString(d.s[j:])
+		if !unicode.IsLetter(r) && !unicode.IsDigit(r) {
+			break
+		}
+		j += sz
 	}
 	if j-at > 255 {
 		return k, -1
@@ -617,21 +625,54 @@ func (d *det) email(at int) (int, int) {
 			return k, -1
 		}
 		labels++
-		if dom == "" { // the top-level label: letters, two or more
-			if len(l) < 2 {
-				return k, -1
-			}
-			for x := 0; x < len(l); x++ {
-				if bcls[l[x]]&(bUpper|bLower) == 0 {
-					return k, -1
-				}
-			}
+		if dom == "" && !tld(l) {
+			return k, -1
 		}
 	}
 	if labels < 2 {
 		return k, -1
 	}
 	return k, j
+}
+
+// tld reports a top-level label: two or more letters (of any script:
+// .рф), or an IDN's ASCII form (xn--p1ai).
+func tld(l string) bool {
+	if len(l) < 2 {
+		return false
+	}
+	if len(l) > 4 && strings.EqualFold(l[:4], "xn--") {
+		return true // the rest is [A-Za-z0-9-] already
+	}
+	for _, r := range l {
+		if !unicode.IsLetter(r) {
+			return false
+		}
+	}
+	return true
+}
+
+// localStart is where the email local part that ends at s[at] (its '@')
+// begins: at most emailLocalMax bytes back over [A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]
+// and the letters and digits of any script (RFC 6531: jäne@, josé.garcía@;
+// a local part cut at its first non-ASCII letter left the rest in clear).
+func localStart(s string, at int) int {
+	k := at
+	for k > 0 && at-k < emailLocalMax {
+		if c := s[k-1]; c < utf8.RuneSelf {
+			if bcls[c]&bLocal == 0 {
+				break
+			}
+			k--
+			continue
+		}
+		r, sz := utf8.DecodeLastRuneInString(s[:k])
+		if !unicode.IsLetter(r) && !unicode.IsDigit(r) || at-(k-sz) > emailLocalMax {
+			break
+		}
+		k -= sz
+	}
+	return k
 }
 
 // number: a digit at i that begins a number (the byte before is no

@@ -51,6 +51,10 @@ func TestFindEntities(t *testing.T) {
 	}{
 		{"mail me at john.doe+x@example.co.uk.", []hit{{"john.doe+x@example.co.uk", "email"}}},
 		{"no@tld, a@b.c, @example.com", nil},
+		// internationalised addresses (RFC 6531), whole (attack pass: jäne@
+		// left "jä" in clear, exämple.com passed)
+		{"to jäne@example.com and josé.garcía@exämple.com or jane@example.xn--p1ai, иван@почта.рф.", []hit{{"jäne@example.com", "email"}, {"josé.garcía@exämple.com", "email"}, {"jane@example.xn--p1ai", "email"}, {"иван@почта.рф", "email"}}},
+		{"“jane@example.com” — ok", []hit{{"jane@example.com", "email"}}},
 		{"card 4111 1111 1111 1111 exp", []hit{{"4111 1111 1111 1111", "credit_card"}}},
 		{"card 4111-1111-1111-1111.", []hit{{"4111-1111-1111-1111", "credit_card"}}},
 		{"amex 378282246310005 ok", []hit{{"378282246310005", "credit_card"}}},
