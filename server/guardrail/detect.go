@@ -244,7 +244,7 @@ func (d *det) scan() {
 				d.anchored(i)
 			}
 		case tDigit:
-			if d.want[kIBAN] && i >= 2 && bcls[s[i-1]]&bUpper != 0 && bcls[s[i-2]]&bUpper != 0 && bcls[d.prev(i-2)]&bWord == 0 {
+			if d.want[kIBAN] && d.ibanStart(i-2) {
 				// the first check digit of an IBAN (DE89…)
 				d.try(i-2, kIBAN, d.iban)
 			}
@@ -313,12 +313,11 @@ func (d *det) trailing() {
 	}
 	if d.want[kIBAN] {
 		// an IBAN's country code before its check digits
-		k := n
-		for k > 0 && n-k < 2 && bcls[d.s[k-1]]&bUpper != 0 {
-			k--
-		}
-		if k < n && bcls[d.prev(k)]&bWord == 0 {
-			d.hold = min(d.hold, k)
+		for k := max(n-2, 0); k < n; k++ {
+			if n-k == 2 && d.ibanStart(k) || n-k == 1 && bcls[d.s[k]]&(bUpper|bLower) != 0 && (k < 1 || bcls[d.s[k-1]]&bWord == 0 || k >= 4 && strings.EqualFold(d.s[k-4:k], "iban")) {
+				d.hold = min(d.hold, k)
+				break
+			}
 		}
 	}
 	if d.want[kEmail] {
@@ -1003,27 +1002,40 @@ func (d *det) ipv6(i int) int {
 // country's length of upper-case letters and digits, single spaces allowed
 // between them, mod-97 valid.
 func (d *det) iban(i int) int {
-	if d.cls(i+1)&bUpper == 0 || d.cls(i+2)&bDigit == 0 || d.cls(i+3)&bDigit == 0 {
+	if d.cls(i+2)&bDigit == 0 || d.cls(i+3)&bDigit == 0 {
 		return -1
 	}
-	l := ibanLen[d.s[i:i+2]]
+	cc := [2]byte{d.s[i] &^ 0x20, d.s[i+1] &^ 0x20} // upper case
+	l := ibanLen[string(cc[:])]
 	if l == 0 {
 		return -1
 	}
+	const alnum = bUpper | bLower | bDigit
 	var buf [34]byte
 	n := 0
 	j := i
 	for n < l {
 		c := d.at(j)
-		if bcls[c]&(bUpper|bDigit) != 0 {
+		if bcls[c]&alnum != 0 {
+			if bcls[c]&bLower != 0 {
+				c -= 'a' - 'A'
+			}
 			buf[n] = c
 			n++
 			j++
 			continue
 		}
-		if c == ' ' && n >= 4 && d.cls(j+1)&(bUpper|bDigit) != 0 {
-			j++
-			continue
+		// between groups: one or two spaces, dashes, dots or tabs
+		// (DE89-3704-…, "DE89  3704", a tab-separated form)
+		if ibanSep(c) && n >= 4 {
+			k := j + 1
+			if ibanSep(d.at(k)) {
+				k++
+			}
+			if d.cls(k)&alnum != 0 {
+				j = k
+				continue
+			}
 		}
 		return -1
 	}
@@ -1046,6 +1058,21 @@ func (d *det) iban(i int) int {
 		return -1
 	}
 	return j
+}
+
+// ibanSep reports a byte that may separate an IBAN's groups.
+func ibanSep(c byte) bool { return c == ' ' || c == '-' || c == '.' || c == '\t' }
+
+// ibanStart reports whether an IBAN may begin at i, two letters before a
+// digit: after no word byte, or glued to the word IBAN (IBANDE89…).
+func (d *det) ibanStart(i int) bool {
+	if i < 0 || bcls[d.s[i]]&(bUpper|bLower) == 0 || bcls[d.s[i+1]]&(bUpper|bLower) == 0 {
+		return false
+	}
+	if bcls[d.prev(i)]&bWord == 0 {
+		return true
+	}
+	return i >= 4 && strings.EqualFold(d.s[i-4:i], "iban") && bcls[d.prev(i-4)]&bWord == 0
 }
 
 // ibanLen is each IBAN country's length (SWIFT's registry).

@@ -22,6 +22,7 @@ var holderFixtures = []string{
 	"to jäne@exämple.com, иван@почта.рф.",
 	"call +1 (555) 123-4567 or 020 7946 0958.",
 	"iban DE89 3704 0044 0532 0130 00 ok",
+	"iban de89-3704-0044-0532-0130-00 IBANGB82WEST12345698765432.",
 	"ip 192.168.0.1 and 1.2.3.4.5 and 2001:db8::1 ok",
 	"key sk-proj-abcdefghijklmnopqrstuvwxyz0123 end",
 	"AKIAIOSFODNN7EXAMPLE",
