@@ -126,7 +126,8 @@ const (
 	emailMax      = 254
 	v6Max         = 45
 	keyMax        = 512
-	jwtMax        = 8192
+	jwtMax        = 16 << 10 // a token with many group claims (Entra ID) passes 8 KiB
+	jwtHeaderMax  = 1 << 10  // a JOSE header's base64 (alg, typ, kid, enc, cty…)
 	pemMax        = 16 << 10
 	lookBehind    = 80 // what a decision may read before its candidate
 )
@@ -147,6 +148,13 @@ type det struct {
 	// hold is the smallest start of an undetermined candidate (len(s)
 	// when none).
 	hold int
+	// noEnd: no PEM END line begins in s[noEnd[0]:noEnd[1]] (pem).
+	noEnd [2]int
+	// b64: s[b64[0]:b64[1]] is a run of base64url bytes ending at a
+	// byte of none (b64run).
+	b64 [2]int
+	// keyEnd is the end of the last key found (anchored).
+	keyEnd int
 }
 
 // at is s[j], or 0 (and eot) past the end.
@@ -284,6 +292,9 @@ func (d *det) scan() {
 			if d.want[kSecret] {
 				// any byte before: x-----BEGIN, a sixth dash
 				d.try(i, kSecret, d.pem)
+				if i >= 5 && s[i-1]|0x20 == 'y' {
+					d.try(i-5, kSecret, func(int) int { return d.putty(i) })
+				}
 				d.anchored(i)
 			}
 		}
@@ -344,24 +355,32 @@ func (d *det) trailing() {
 func (d *det) anchored(i int) {
 	s := d.s
 	back := func(k int, p string) bool { return k >= 0 && s[k:k+len(p)] == p }
+	k := -1
 	switch s[i] {
 	case 'A':
-		d.try(i, kSecret, d.key)
+		k = i
 	case 'J':
 		if back(i-2, "ey") {
-			d.try(i-2, kSecret, d.key)
+			k = i - 2
 		}
 	case '-':
 		if back(i-2, "sk") {
-			d.try(i-2, kSecret, d.key)
+			k = i - 2
 		} else if back(i-4, "xox") {
-			d.try(i-4, kSecret, d.key)
+			k = i - 4
 		}
 	case '_':
 		if back(i-3, "gh") {
-			d.try(i-3, kSecret, d.key)
+			k = i - 3
 		} else if back(i-6, "github") {
-			d.try(i-6, kSecret, d.key)
+			k = i - 6
+		}
+	}
+	// a key inside a key found already is part of it ("sk-sk-sk-…" is
+	// one match, not one per anchor)
+	if k >= d.keyEnd {
+		if e := d.try(k, kSecret, d.key); e > k {
+			d.keyEnd = e
 		}
 	}
 }
@@ -413,7 +432,7 @@ func (d *det) key(i int) int {
 		if !d.hasPrefix(i, "sk-") {
 			return -1
 		}
-		e := d.run(i+3, bB64, keyMax)
+		e := min(d.b64run(i+3), i+3+keyMax+1)
 		if e-i < 3+20 {
 			return -1
 		}
@@ -505,72 +524,194 @@ func generated(b string) bool {
 
 const bDash = bB64 // '-' has bB64 (with letters and digits: the Slack alphabet)
 
-// jwt matches header.payload.signature (base64url) whose header decodes to
-// a JSON object with "alg"; at most jwtMax bytes.
+// jwt matches a JWS, header.payload.signature (RFC 7515 compact form;
+// the signature may be empty), or a JWE, five parts of which the second
+// may be empty (RFC 7516 §7.1, a header with "enc"), whose header
+// decodes to a JSON object with "alg"; at most jwtMax bytes.
 func (d *det) jwt(i int) int {
-	a := d.run(i, bB64, jwtMax)
-	if d.at(a) != '.' {
+	a := d.b64run(i)
+	if a-i > jwtHeaderMax || d.at(a) != '.' || (a-i)%4 == 1 {
 		return -1
 	}
-	b := d.run(a+1, bB64, jwtMax)
-	if b == a+1 || d.at(b) != '.' {
-		return -1
+	// the header's last base64 group first: a JSON object ends with '}'
+	// (or whitespace), so most candidates inside a blob stop here
+	last := d.s[a-4 : a]
+	if r := (a - i) % 4; r != 0 {
+		last = d.s[a-r : a]
 	}
-	c := d.run(b+1, bB64, jwtMax)
-	if c-i > jwtMax {
+	tail, err := base64.RawURLEncoding.DecodeString(last)
+	if err != nil || !strings.ContainsAny(string(tail), "} \t\r\n") {
 		return -1
-	}
-	if d.at(c) == '.' && d.cls(c+1)&bB64 != 0 {
-		return -1 // a fourth part: not a JWT
 	}
 	hdr, err := base64.RawURLEncoding.DecodeString(d.s[i:a])
 	if err != nil {
 		return -1
 	}
-	var h map[string]json.RawMessage
-	if json.Unmarshal(hdr, &h) != nil {
+	var h struct{ Alg, Enc json.RawMessage }
+	if json.Unmarshal(hdr, &h) != nil || h.Alg == nil {
 		return -1
 	}
-	if _, ok := h["alg"]; !ok {
+	jwe := h.Enc != nil
+	// ends[k]: the end of the part after the header's k-th dot
+	var ends [4]int
+	n, p := 0, a
+	for n < 4 && d.at(p) == '.' {
+		q := d.b64run(p + 1)
+		if q-i > jwtMax {
+			return -1
+		}
+		ends[n] = q
+		n++
+		p = q
+	}
+	if jwe && n == 4 && ends[1] > ends[0]+1 && ends[2] > ends[1]+1 {
+		return ends[3]
+	}
+	if n < 2 || ends[0] == a+1 {
 		return -1
 	}
-	if c == b+1 {
-		return b + 1 // unsigned: header.payload.
+	if n > 2 && ends[2] > ends[1]+1 {
+		return -1 // a fourth part: not a JWS
 	}
-	return c
+	if ends[1] == ends[0]+1 {
+		return ends[0] + 1 // unsigned: header.payload.
+	}
+	return ends[1]
+}
+
+// b64run is the end of the run of base64url bytes from i, each run
+// measured once: every "eyJ" inside one long run is a JWT candidate, and
+// measuring the run again for each made a 1 MiB blob of them take
+// seconds. A run reaching the end of the text reads past it (eot).
+func (d *det) b64run(i int) int {
+	if i < d.b64[0] || i >= d.b64[1] {
+		j := i
+		for j < len(d.s) && bcls[d.s[j]]&bB64 != 0 {
+			j++
+		}
+		d.b64 = [2]int{i, j}
+	}
+	if d.b64[1] == len(d.s) {
+		d.eot = true
+	}
+	return d.b64[1]
 }
 
 // pem matches a PEM private key block from its BEGIN line to its END line;
 // unterminated within pemMax bytes, to pemMax (or the end of the text).
+// The armour is read as a reader would: four to eight dashes, spaces
+// inside them, any case ("----- begin rsa private key -----"), and the
+// label ending PRIVATE KEY (RSA, EC, OPENSSH, ENCRYPTED…) or PRIVATE KEY
+// BLOCK (OpenPGP, RFC 4880 §6.2). i is the first dash.
 func (d *det) pem(i int) int {
-	const begin = "-----BEGIN "
-	if !d.hasPrefix(i, begin) {
-		return -1
+	if d.prev(i) == '-' {
+		return -1 // the first dash tried it
 	}
-	j := i + len(begin)
-	k := j
-	for k-j <= 40 && (d.cls(k)&(bUpper|bDigit) != 0 || d.at(k) == ' ') {
-		k++
-	}
-	if !d.hasPrefix(k, "-----") || !strings.HasSuffix(d.s[j:k], "PRIVATE KEY") {
+	k, ok := d.armour(i, "begin")
+	if !ok {
 		return -1
 	}
 	lim := i + pemMax
-	body := d.s[k+5 : min(len(d.s), lim)]
-	if x := strings.Index(body, "-----END "); x >= 0 {
-		e := k + 5 + x + len("-----END ")
-		m := e
-		for m < lim && m-e <= 40 && (d.cls(m)&(bUpper|bDigit) != 0 || d.at(m) == ' ') {
-			m++
+	// the END line: its first dash, from the BEGIN line's end (but not
+	// again over a stretch known to hold none: a text of many BEGIN lines
+	// is read once, not once per line)
+	e, to := k, min(len(d.s), lim)
+	if d.noEnd[0] <= e && e < d.noEnd[1] {
+		e = d.noEnd[1]
+	}
+	found := false
+	for e < to {
+		x := strings.Index(d.s[e:to], "----")
+		if x < 0 {
+			break
 		}
-		if m+5 <= lim && d.hasPrefix(m, "-----") {
-			return m + 5
+		e += x
+		for e > k && d.s[e-1] == '-' {
+			e--
 		}
-		// an END line cut by the bound: the block runs to the bound
+		m, ok := d.armour(e, "end")
+		if ok && m <= lim {
+			return m
+		}
+		found = found || ok
+		for e < to && d.s[e] == '-' {
+			e++
+		}
+	}
+	if !found {
+		d.noEnd = [2]int{k, to}
 	}
 	if lim > len(d.s) {
 		d.at(len(d.s)) // unterminated: more text may end it
 		return len(d.s)
+	}
+	return lim
+}
+
+// armour reads a PEM armour line's "-----BEGIN <label>-----" (word:
+// "begin" or "end") from its first dash at i and returns its end.
+func (d *det) armour(i int, word string) (int, bool) {
+	j := i
+	for d.at(j) == '-' && j-i < 8 {
+		j++
+	}
+	if j-i < 4 {
+		return 0, false
+	}
+	for d.at(j) == ' ' && j-i < 12 {
+		j++
+	}
+	for k := 0; k < len(word); k++ {
+		if d.at(j+k)|0x20 != word[k] {
+			return 0, false
+		}
+	}
+	j += len(word)
+	if d.at(j) != ' ' {
+		return 0, false
+	}
+	l := j
+	for j-l <= 48 && (d.cls(j)&(bUpper|bLower|bDigit) != 0 || d.at(j) == ' ') {
+		j++
+	}
+	label := strings.TrimSpace(d.s[l:j])
+	if !hasSuffixFold(label, "private key") && !hasSuffixFold(label, "private key block") {
+		return 0, false
+	}
+	k := j
+	for d.at(k) == '-' && k-j < 8 {
+		k++
+	}
+	if k-j < 4 {
+		return 0, false
+	}
+	return k, true
+}
+
+func hasSuffixFold(s, suffix string) bool {
+	return len(s) >= len(suffix) && strings.EqualFold(s[len(s)-len(suffix):], suffix)
+}
+
+// putty matches a PuTTY private key file (.ppk) from its
+// "PuTTY-User-Key-File-" header to the end of its Private-MAC line, or
+// to pemMax; i is the dash after PuTTY.
+func (d *det) putty(i int) int {
+	if i < 5 || !strings.EqualFold(d.s[i-5:i], "putty") || !d.hasPrefix(i, "-User-Key-File-") {
+		return -1
+	}
+	lim := min(len(d.s), i-5+pemMax)
+	body := d.s[i:lim]
+	if x := strings.Index(body, "Private-MAC:"); x >= 0 {
+		e := i + x + len("Private-MAC:")
+		for e < lim && d.s[e] != '\n' && d.s[e] != '\r' {
+			e++
+		}
+		if e < len(d.s) || d.final {
+			return e
+		}
+	}
+	if lim == len(d.s) {
+		d.at(len(d.s))
 	}
 	return lim
 }

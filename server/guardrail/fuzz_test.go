@@ -77,6 +77,43 @@ func TestFindLinear(t *testing.T) {
 	t.Logf("%d MiB: %v, %d MiB: %v (best of 3)", len(half)>>20, d1, 2*len(half)>>20, d2)
 }
 
+// TestFindManyBeginLines: a text of unterminated PEM BEGIN lines (each
+// looks for its END line up to 16 KiB on) is read in time linear in its
+// size, not once per line.
+func TestFindManyBeginLines(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("timed: not under -short or -race")
+	}
+	s := mustCompile(t, Spec{Type: TypeSecrets, Action: Deny})
+	big := strings.Repeat("-----BEGIN RSA PRIVATE KEY-----\n", (4<<20)/32)
+	t0 := testingNow()
+	if n := len(s.Find(big, nil)); n == 0 {
+		t.Fatal("no match")
+	}
+	if d := testingSince(t0); d.Seconds() > 3 {
+		t.Fatalf("4 MiB of BEGIN lines took %v", d)
+	}
+}
+
+// TestFindKeyBlobs: 1 MiB blobs of key anchors are read in time linear
+// in their size: each "eyJ" of a base64 run measured the run again (1 MiB
+// of "eyJn" took 5.9 s) and each "sk-" of "sk-sk-…" was a key of its own
+// (0.4 s, 350,000 matches).
+func TestFindKeyBlobs(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("timed: not under -short or -race")
+	}
+	s := mustCompile(t, Spec{Type: TypeSecrets, Action: Deny})
+	for _, u := range []string{"eyJn", "eyJn.", strings.Repeat("eyJn", 250) + ".", "sk-", "github_pat_", "xoxb-", "AKIA"} {
+		big := strings.Repeat(u, (1<<20)/len(u))
+		t0 := testingNow()
+		n := len(s.Find(big, nil))
+		if d := testingSince(t0); d.Seconds() > 1 || n > 5000 {
+			t.Errorf("1 MiB of %.12q: %v, %d matches", u, d, n)
+		}
+	}
+}
+
 var (
 	testingNow   = time.Now
 	testingSince = time.Since
