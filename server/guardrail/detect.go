@@ -535,10 +535,11 @@ func (d *det) jwt(i int) int {
 	}
 	// the header's last base64 group first: a JSON object ends with '}'
 	// (or whitespace), so most candidates inside a blob stop here
-	last := d.s[a-4 : a]
-	if r := (a - i) % 4; r != 0 {
-		last = d.s[a-r : a]
+	r := (a - i) % 4
+	if r == 0 {
+		r = 4
 	}
+	last := d.s[a-r : a]
 	tail, err := base64.RawURLEncoding.DecodeString(last)
 	if err != nil || !strings.ContainsAny(string(tail), "} \t\r\n") {
 		return -1
