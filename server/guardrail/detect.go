@@ -413,7 +413,9 @@ func notLowerOrSpace(s string, i int) uint64 {
 // has its own boundary before it, since a key is pasted after `KEY_`,
 // `=`, `--` or a word as often as after a space:
 //   - sk-…, sk-proj-…, sk-ant-… (OpenAI, Anthropic): after any byte but a
-//     letter or digit, with 20 or more bytes of [A-Za-z0-9_-]; after a
+//     letter or digit, with 20 or more bytes of [A-Za-z0-9_-] holding a
+//     digit or an upper-case letter (a key's random body does, a
+//     kebab-case word like sk-learn-is-a-python-library does not); after a
 //     letter or digit (tokensk-…) only with 40 or more that mix upper
 //     case, lower case and digits, as a generated key does and a
 //     kebab-case word (risk-assessment-…, task-2024-…) does not;
@@ -436,8 +438,12 @@ func (d *det) key(i int) int {
 		if e-i < 3+20 {
 			return -1
 		}
-		if p&(bUpper|bLower|bDigit) != 0 && !generated(d.s[i+3:min(e, len(d.s))]) {
+		body := d.s[i+3 : min(e, len(d.s))]
+		if p&(bUpper|bLower|bDigit) != 0 && !generated(body) {
 			return -1
+		}
+		if strings.IndexFunc(body, func(r rune) bool { return r >= '0' && r <= '9' || r >= 'A' && r <= 'Z' }) < 0 {
+			return -1 // a kebab-case word (sk-learn-is-a-python-library), no key
 		}
 		return min(e, i+keyMax)
 	case 'A':

@@ -99,6 +99,7 @@ func TestFindEntities(t *testing.T) {
 		{"time 12:30:45, std::map", nil},
 		{"key sk-proj-abcdefghijklmnopqrstuvwxyz0123 end", []hit{{"sk-proj-abcdefghijklmnopqrstuvwxyz0123", "secret"}}},
 		{"key sk-ant-api03-abcdefghijklmnopqrstuvwxyz", []hit{{"sk-ant-api03-abcdefghijklmnopqrstuvwxyz", "secret"}}},
+		{"use sk-learn-is-a-python-library-for-ml", nil}, // attack pass: a 403
 		{"aws AKIAIOSFODNN7EXAMPLE.", []hit{{"AKIAIOSFODNN7EXAMPLE", "secret"}}},
 		{"gh ghp_" + strings.Repeat("a1B2", 9) + " x", []hit{{"ghp_" + strings.Repeat("a1B2", 9), "secret"}}},
 		{"slack xoxb-1234567890-abcdefghij", []hit{{"xoxb-1234567890-abcdefghij", "secret"}}},
