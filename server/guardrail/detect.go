@@ -832,7 +832,7 @@ func (d *det) number(i int) {
 	// before may not be the reader's (555-123-4567 4111… holds a
 	// Luhn-valid 14 digits): every group start is tried, the overlapping
 	// matches redacted as one
-	inRun := (p == '.' || p == '-' || p == ' ' || p == '/' || p == '\t' || p == '_') && i >= 2 && bcls[d.s[i-2]]&bDigit != 0
+	inRun := cardSep(p) && i >= 2 && bcls[d.s[i-2]]&bDigit != 0
 	// One group of fewer than 13 digits not followed by separators and a
 	// digit (most numbers of prose: 2024, 42 units, 12%) is neither a
 	// card (13 digits or more), a phone (two groups or more, from here)
@@ -844,7 +844,7 @@ func (d *det) number(i int) {
 		k++
 	}
 	j := k
-	for j < len(d.s) && j-k < 3 && cardSep(d.s[j]) {
+	for j < len(d.s) && j-k < 4 && cardSep(d.s[j]) {
 		j++
 	}
 	if k-i < 13 && (j < len(d.s) || d.final) && (j == k || bcls[d.at(j)]&bDigit == 0) {
@@ -885,14 +885,13 @@ func (d *det) card(i int) int {
 		if n >= 13 && d.cls(j)&bDigit == 0 && issuer(dg[:n]) && luhn(dg[:n]) {
 			best = j
 		}
-		// Between groups: one to three separators (a space, a dash, a
-		// dot, a slash, a tab or '_': "4111.1111.1111.1111", "4111 -
-		// 1111", "4111_1111" and "4111  1111\t1111" are cards to a
-		// reader too). Not a line break: a column of numbers is not a
-		// card.
+		// Between groups: one to four separators (see cardSep:
+		// "4111.1111.1111.1111", "4111 -- 1111", "4111_1111",
+		// "(4111) (1111)", "4111    1111\t1111" are cards to a reader
+		// too). Not a line break: a column of numbers is not a card.
 		if cardSep(d.at(j)) {
 			k := j + 1
-			for k < j+3 && cardSep(d.at(k)) {
+			for k < j+4 && cardSep(d.at(k)) {
 				k++
 			}
 			if d.cls(k)&bDigit != 0 {
@@ -904,14 +903,21 @@ func (d *det) card(i int) int {
 	}
 }
 
-// cardSep reports a byte that may separate a card number's groups.
+// cardSep reports a byte that may separate a card number's groups: a
+// space, a tab, '-', '.', '/', '_', '\\', '+', ':', '*', '~', a quote, a
+// backtick, a bracket or a parenthesis. Not ',' or '|', which separate
+// the numbers of a list or a table (where four of them would make a
+// Luhn-valid run one time in ten), and not a line break.
 func cardSep(c byte) bool {
-	switch c {
-	case ' ', '-', '.', '/', '\t', '_':
-		return true
-	}
-	return false
+	return cardSeps[c]
 }
+
+var cardSeps = func() (t [256]bool) {
+	for _, c := range " \t-./_\\+:*~'\"`()[]" {
+		t[c] = true
+	}
+	return
+}()
 
 // issuer reports a card issuer's prefix with one of its lengths (the
 // networks' IIN ranges, as ISO/IEC 7812 registers them): Visa 4 (13, 16

@@ -62,6 +62,9 @@ func TestFindEntities(t *testing.T) {
 		{"bad luhn 4111111111111112", nil},
 		{"ts 1733011200000 ms", nil},         // 13 digits, no issuer
 		{"long 41111111111111110000 x", nil}, // inside a longer run
+		// separators as pasted (attack pass: all passed); not a list's
+		{"a 4111:1111:1111:1111 b (4111) (1111) (1111) (1111) c 4111    1111 -- 1111*1111 d 4111\u22121111\u00b71111\u20221111", []hit{{"4111:1111:1111:1111", "credit_card"}, {"4111) (1111) (1111) (1111", "credit_card"}, {"4111    1111 -- 1111*1111", "credit_card"}, {"4111\u22121111\u00b71111\u20221111", "credit_card"}}},
+		{"totals 4111,1111,1111,1111 and | 4111 | 1111 | 1111 | 1111 |", nil},
 		// a card after another number (attack pass: all passed)
 		{"exp 12/28 4111 1111 1111 1111", []hit{{"4111 1111 1111 1111", "credit_card"}}},
 		{"cvv 737 4111 1111 1111 1111", []hit{{"4111 1111 1111 1111", "credit_card"}}},

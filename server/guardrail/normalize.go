@@ -152,8 +152,8 @@ func ignorable(r rune) bool {
 
 // plainer maps what NFKC leaves apart but a reader takes for the same: a
 // decimal digit of any script (Arabic-Indic ٤, Devanagari ४) is its ASCII
-// digit, a dash of any kind (U+2011 non-breaking hyphen, U+2013 en dash)
-// is '-'.
+// digit, a dash of any kind (U+2011 non-breaking hyphen, U+2013 en dash,
+// U+2212 minus) is '-', a middle dot or a bullet is '.'.
 func plainer(r rune) rune {
 	if r < 0x80 {
 		return r
@@ -167,8 +167,13 @@ func plainer(r rune) rune {
 		}
 		return r
 	}
-	if unicode.Is(unicode.Pd, r) {
+	if unicode.Is(unicode.Pd, r) || r == '\u2212' { // and the minus sign
 		return '-'
+	}
+	switch r {
+	case '\u00B7', '\u2022', '\u2027', '\u2219', '\u22C5', '\u30FB':
+		// middle dots and bullets: 4111·1111·1111·1111
+		return '.'
 	}
 	return r
 }
