@@ -1143,8 +1143,8 @@ func (d *det) ipv6(i int) int {
 		end--
 	}
 	a := d.s[k:end]
-	if strings.Count(a, ":") < 2 {
-		return e
+	if strings.Count(a, ":") < 2 || strings.IndexAny(a, "0123456789") < 0 {
+		return e // no address without a digit: a::b, std::map
 	}
 	if ip, err := netip.ParseAddr(a); err == nil && ip.Is6() {
 		d.out = append(d.out, rawMatch{k, end, kIPv6})
@@ -1153,8 +1153,8 @@ func (d *det) ipv6(i int) int {
 }
 
 // iban matches an IBAN at i: a country code, two check digits and the
-// country's length of upper-case letters and digits, single spaces allowed
-// between them, mod-97 valid.
+// country's length of letters and digits, in either case, one or two
+// spaces, dashes, dots or tabs allowed between groups, mod-97 valid.
 func (d *det) iban(i int) int {
 	if d.cls(i+2)&bDigit == 0 || d.cls(i+3)&bDigit == 0 {
 		return -1

@@ -187,6 +187,13 @@ var lookAlike = map[rune]rune{
 	'а': 'a', 'е': 'e', 'і': 'i', 'ј': 'j', 'о': 'o', 'р': 'p', 'с': 'c',
 	'у': 'y', 'х': 'x', 'ѕ': 's', 'һ': 'h', 'ԁ': 'd', 'ԛ': 'q', 'ԝ': 'w',
 	'α': 'a', 'ο': 'o', 'ι': 'i', 'ν': 'v', 'ρ': 'p', 'υ': 'u', 'κ': 'k',
+	'τ': 't',
+	// Latin letters of other shapes: dotless i, script g, alpha, and the
+	// small capitals (ɪɢɴᴏʀᴇ reads "ignore"); Armenian o and h
+	'ı': 'i', 'ɡ': 'g', 'ɑ': 'a', 'ᴀ': 'a', 'ʙ': 'b', 'ᴄ': 'c', 'ᴅ': 'd', 'ᴇ': 'e',
+	'ꜰ': 'f', 'ɢ': 'g', 'ʜ': 'h', 'ɪ': 'i', 'ᴊ': 'j', 'ᴋ': 'k', 'ʟ': 'l', 'ᴍ': 'm',
+	'ɴ': 'n', 'ᴏ': 'o', 'ᴘ': 'p', 'ʀ': 'r', 'ꜱ': 's', 'ᴛ': 't', 'ᴜ': 'u', 'ᴠ': 'v',
+	'ᴡ': 'w', 'ʏ': 'y', 'ᴢ': 'z', 'օ': 'o', 'հ': 'h',
 }
 
 // isMark is a combining mark, dropped by both views.
@@ -225,6 +232,17 @@ func (b *builder) addSeg(o, n int, out []byte) {
 	b.b = append(b.b, out...)
 }
 
+// joiner reports the ASCII punctuation the folded view makes a space:
+// '-' and '_' join words, '*', '~' and '`' mark emphasis or code, '"'
+// quotes. Not '+', which banned words hold (c++).
+func joiner(c byte) bool {
+	switch c {
+	case '-', '_', '*', '~', '`', '"':
+		return true
+	}
+	return false
+}
+
 // asciiFold is the folded form of an ASCII byte: lower case, every
 // whitespace byte a space, 0 for a dropped control byte.
 var asciiFold = func() (t [128]byte) {
@@ -235,9 +253,11 @@ var asciiFold = func() (t [128]byte) {
 			c += 'a' - 'A'
 		case c == '\t', c == '\n', c == '\v', c == '\f', c == '\r':
 			c = ' '
-		case c == '-', c == '_':
+		case joiner(c):
 			// joiners of words: "ignore_all_previous-instructions" is the
-			// phrase, project_hydra the banned project-hydra
+			// phrase, project_hydra the banned project-hydra, and
+			// emphasis or quotes around a word do not hide it ("**ignore**
+			// all", `ignore "all" previous`)
 			c = ' '
 		case dropped[c]:
 			c = 0 // removed (asciiRun skips it)
@@ -336,7 +356,7 @@ func (b *builder) segment(o int, src string, seg []byte) {
 			continue
 		}
 		r = plainer(r)
-		if b.fold && r == '_' || b.fold && r == '-' {
+		if b.fold && r < utf8.RuneSelf && joiner(byte(r)) {
 			r = ' '
 		}
 		if b.fold {
@@ -437,7 +457,7 @@ func build(text string, fold, sep bool) view {
 func weight(r rune, afterSpace bool) (n int, space bool) {
 	if r < utf8.RuneSelf {
 		switch {
-		case r == ' ' || r == '-' || r == '_' || r >= '\t' && r <= '\r':
+		case r == ' ' || joiner(byte(r)) || r >= '\t' && r <= '\r':
 			if afterSpace {
 				return 0, true
 			}
@@ -460,7 +480,7 @@ func weight(r rune, afterSpace bool) (n int, space bool) {
 }
 
 // TailStart is where the tail of s that holds n characters as the rules
-// count them begins: a run of whitespace (or of '-' and '_') counts once,
+// count them begins: a run of whitespace (or of joiners: see joiner) counts once,
 // ignorable characters and combining marks not at all, so that padding
 // cannot push a phrase out of a window of n. got is the count of s[start:]
 // (less than n only when start is 0). start is a rune start.

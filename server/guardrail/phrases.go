@@ -115,7 +115,7 @@ func isWordRune(r rune) bool {
 type trie struct {
 	// cls is each byte's class, ASCII folded: upper-case letters are
 	// their lower case, every ASCII whitespace byte and the word joiners
-	// '-' and '_' a space — so the trie runs on pure-ASCII text itself,
+	// (see joiner) a space — so the trie runs on pure-ASCII text itself,
 	// no folded copy needed.
 	cls [256]uint8
 	nc  int32
