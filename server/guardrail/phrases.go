@@ -12,7 +12,8 @@ import (
 // "all"). Each is expanded into every phrase it allows, normalised like
 // the text (folded view: NFKD, no marks, lower case, one space) and
 // matched on word boundaries. Punctuation inside the text breaks a phrase
-// ("ignore, previous instructions" does not match): phrases are about the
+// ("ignore, previous instructions" does not match), but for the joiners
+// (see joiner: '-', '_', emphasis, quotes): phrases are about the
 // instruction, not about every way to obfuscate it.
 var injectionPhrases = []string{
 	// The canonical injection ("Ignore Previous Prompt: Attack Techniques
