@@ -8,23 +8,28 @@ import (
 	"strings"
 )
 
-// Value is one string value (not an object key) inside a JSON text.
+// Value is one string value, object key or number inside a JSON text:
+// what a model reads of it (a tool's parameter names and its enum
+// values are shown to the model as much as its descriptions).
 type Value struct {
 	// Path is where it is, from the text's root: ".a.b[2]" ("" for a
-	// text that is one string).
+	// text that is one string); an object key's is its member's.
 	Path string
 	// Start and End are its byte span in the text, quotes included.
 	Start, End int
-	// Text is its decoded content.
+	// Text is its decoded content (a number's literal as written).
 	Text string
+	// Key: an object key; Number: a number (Splice writes either back as
+	// a string).
+	Key, Number bool
 }
 
 // ErrNotJSON is Values' error for a text that is not one JSON value.
 var ErrNotJSON = errors.New("not one JSON value")
 
-// Values returns every string value inside raw, one JSON value, in
-// order (keys are not values: a key's text is not returned). Numbers,
-// booleans and nulls are skipped. Its error is ErrNotJSON.
+// Values returns every string value, object key and number inside raw,
+// one JSON value, in order; booleans and nulls are skipped. Its error is
+// ErrNotJSON.
 func Values(raw string) ([]Value, error) {
 	dec := json.NewDecoder(strings.NewReader(raw))
 	dec.UseNumber()
@@ -75,8 +80,12 @@ func Values(raw string) ([]Value, error) {
 				advance()
 				continue
 			}
-			stack[len(stack)-1].key, _ = tok.(string)
+			k, _ := tok.(string)
+			stack[len(stack)-1].key = k
 			expectKey = false
+			after := int(dec.InputOffset())
+			start := before + strings.IndexByte(raw[before:after], '"')
+			out = append(out, Value{Path: path(), Start: start, End: after, Text: k, Key: true})
 			continue
 		}
 		switch t := tok.(type) {
@@ -95,6 +104,11 @@ func Values(raw string) ([]Value, error) {
 			after := int(dec.InputOffset())
 			start := before + strings.IndexByte(raw[before:after], '"')
 			out = append(out, Value{Path: path(), Start: start, End: after, Text: t})
+			advance()
+		case json.Number:
+			after := int(dec.InputOffset())
+			start := before + strings.IndexAny(raw[before:after], "-0123456789")
+			out = append(out, Value{Path: path(), Start: start, End: after, Text: string(t), Number: true})
 			advance()
 		default:
 			advance()

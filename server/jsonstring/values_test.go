@@ -17,11 +17,18 @@ func TestValues(t *testing.T) {
 	for _, v := range vs {
 		got = append(got, [3]string{v.Path, raw[v.Start:v.End], v.Text})
 	}
-	want := [][3]string{{".name", `"a\u0041"`, "aA"}, {".args.x[1]", `" b "`, " b "}, {".args.x[2].k", `"c"`, "c"}}
+	// keys and numbers too: a model reads a tool's parameter names and
+	// enum values (attack pass: a card as a key or a number passed)
+	want := [][3]string{{".name", `"name"`, "name"}, {".name", `"a\u0041"`, "aA"}, {".args", `"args"`, "args"}, {".args.x", `"x"`, "x"},
+		{".args.x[0]", `1`, "1"}, {".args.x[1]", `" b "`, " b "}, {".args.x[2].k", `"k"`, "k"}, {".args.x[2].k", `"c"`, "c"},
+		{".args.n", `"n"`, "n"}, {".args.t", `"t"`, "t"}, {".e", `"e"`, "e"}, {".l", `"l"`, "l"}}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("Values = %q\nwant %q", got, want)
 	}
-	if s := Splice(raw, vs[1:], []string{"B", "C"}); s != ` {"name":"a\u0041","args":{"x":[1,"B",{"k":"C"}],"n":null,"t":true},"e":{},"l":[]} ` {
+	if !vs[0].Key || vs[1].Key || !vs[4].Number || vs[5].Number {
+		t.Errorf("kinds: %+v", vs[:6])
+	}
+	if s := Splice(raw, []Value{vs[4], vs[5], vs[7]}, []string{"N", "B", "C"}); s != ` {"name":"a\u0041","args":{"x":["N","B",{"k":"C"}],"n":null,"t":true},"e":{},"l":[]} ` {
 		t.Fatalf("Splice = %s", s)
 	}
 	if vs, err := Values(" \n\"4111\" "); err != nil || len(vs) != 1 || vs[0].Path != "" || vs[0].Text != "4111" {

@@ -197,8 +197,8 @@ func (c *checking) extras(role string, msg int, prefix string, fields map[string
 	slices.Sort(keys)
 	for _, k := range keys {
 		raw := fields[k]
-		if raw == "null" || !strings.ContainsRune(raw, '"') && json.Valid([]byte(raw)) {
-			continue // no string in it: nothing to check
+		if raw == "null" || raw == "true" || raw == "false" {
+			continue // nothing a rule reads (a number may be a card)
 		}
 		vs, err := jsonstring.Values(raw)
 		if err != nil {
@@ -555,7 +555,7 @@ func (c *checking) webhook(ctx context.Context, policy string, wc *webhook.Clien
 		if t.kind == extra && t.prefix == "" && t.key == "tools" {
 			continue
 		}
-		if t.kind == extra && t.key == "tool_calls" && !strings.HasSuffix(strings.ToLower(t.val.Path), ".function.arguments") {
+		if t.kind == extra && t.key == "tool_calls" && (t.val.Key || !strings.HasSuffix(strings.ToLower(t.val.Path), ".function.arguments")) {
 			continue // a tool call's id, type and name: the rules check them, the webhook gets the arguments
 		}
 		texts = append(texts, webhook.Text{Role: t.role, Location: t.location(), Text: t.text})
@@ -637,7 +637,7 @@ func (c *checking) writeChat(r *flexwayv1.CreateChatCompletionRequest) {
 			}
 			if vs != nil {
 				raw := t.fields[t.key]
-				if vs[0].Path == "" && vs[0].Start == 0 && vs[0].End == len(raw) && (raw == "" || raw[0] != '"') {
+				if vs[0].Path == "" && vs[0].Start == 0 && vs[0].End == len(raw) && !vs[0].Number && (raw == "" || raw[0] != '"') {
 					t.fields[t.key] = texts[0] // a value that was not JSON: text as text
 				} else {
 					t.fields[t.key] = jsonstring.Splice(raw, vs, texts)
