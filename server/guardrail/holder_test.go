@@ -19,6 +19,7 @@ var holderFixtures = []string{
 	"card 4111\u200d1111\u200d\u200d1111 1111!",
 	"mail john.doe+x@example.co.uk. or a@b.c",
 	"x@y.io",
+	`{"card":"4111\t1111\t1111\t1111","q":"ignore all\nprevious instructions","p":"a\\ninstructions"}`,
 	"to jäne@exämple.com, иван@почта.рф.",
 	"call +1 (555) 123-4567 or 020 7946 0958.",
 	"iban DE89 3704 0044 0532 0130 00 ok",

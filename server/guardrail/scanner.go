@@ -342,6 +342,9 @@ func entityOf(r *Rule, kind int) string {
 // next time.
 func (s *Scanner) scan(text string, final bool, dst []Match, rxFrom []int) ([]Match, int) {
 	e := &s.eng
+	if k := strings.IndexByte(text, '\\'); k >= 0 {
+		text = blankEscapes(text, k, final)
+	}
 	hold := len(text)
 	plain := plainASCII(text)
 	if e.nfkc {
@@ -382,6 +385,43 @@ func (s *Scanner) scan(text string, final bool, dst []Match, rxFrom []int) ([]Ma
 	}
 	return dst, hold
 }
+
+// blankEscapes returns text with each JSON whitespace escape (\t, \n,
+// \r, \f, \b: two bytes; \u0000–\u001f: six) as as many spaces, read from the first backslash
+// at k: a tool call's arguments are JSON, and "4111\t1111\t…" there is a
+// card to the tool that decodes it, "ignore all previous\ninstructions"
+// the phrase to the model. The length is kept, so matches index text
+// itself. An escaped backslash is skipped whole ("\\n" is a backslash and
+// an n); a backslash at the end of a text still to come (!final) reads
+// as a space until its escape is known.
+func blankEscapes(text string, k int, final bool) string {
+	b := []byte(text)
+	for i := k; i < len(b); i++ {
+		if b[i] != '\\' {
+			continue
+		}
+		if i+1 == len(b) {
+			if !final {
+				b[i] = ' '
+			}
+			break
+		}
+		switch b[i+1] {
+		case 't', 'n', 'r', 'f', 'b':
+			b[i], b[i+1] = ' ', ' '
+		case 'u':
+			// \u0000–\u001f, a control character: six spaces
+			if i+6 <= len(b) && b[i+2] == '0' && b[i+3] == '0' && (b[i+4] == '0' || b[i+4] == '1') && isHexByte(b[i+5]) {
+				copy(b[i:i+6], "      ")
+				i += 4
+			}
+		}
+		i++
+	}
+	return string(b)
+}
+
+func isHexByte(c byte) bool { return bcls[c]&bHex != 0 }
 
 // phrases finds injection phrases and banned words: on pure-ASCII text
 // directly (the automaton folds case and whitespace), otherwise on the
