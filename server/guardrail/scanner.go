@@ -387,7 +387,7 @@ func (s *Scanner) scan(text string, final bool, dst []Match, rxFrom []int) ([]Ma
 }
 
 // blankEscapes returns text with each JSON whitespace escape (\t, \n,
-// \r, \f, \b: two bytes; \u0000–\u001f: six) as as many spaces, read from the first backslash
+// \r, \f, \b: two bytes; \u0000–\u001f: six) as whitespace, read from the first backslash
 // at k: a tool call's arguments are JSON, and "4111\t1111\t…" there is a
 // card to the tool that decodes it, "ignore all previous\ninstructions"
 // the phrase to the model. The length is kept, so matches index text
@@ -407,12 +407,25 @@ func blankEscapes(text string, k int, final bool) string {
 			break
 		}
 		switch b[i+1] {
-		case 't', 'n', 'r', 'f', 'b':
+		case 't', 'b':
 			b[i], b[i+1] = ' ', ' '
+		case 'n':
+			b[i], b[i+1] = ' ', '\n' // a line break still: a column of numbers is no card
+		case 'r':
+			b[i], b[i+1] = ' ', '\r'
+		case 'f':
+			b[i], b[i+1] = ' ', '\f'
 		case 'u':
-			// \u0000–\u001f, a control character: six spaces
+			// \u0000–\u001f, a control character: one space, then five
+			// bytes the views drop (six spaces would be more than a
+			// card's separators)
 			if i+6 <= len(b) && b[i+2] == '0' && b[i+3] == '0' && (b[i+4] == '0' || b[i+4] == '1') && isHexByte(b[i+5]) {
-				copy(b[i:i+6], "      ")
+				c := byte(' ')
+				if b[i+4] == '0' && (b[i+5]|0x20 == 'a' || b[i+5]|0x20 == 'b' || b[i+5]|0x20 == 'c' || b[i+5]|0x20 == 'd') {
+					c = '\n'
+				}
+				copy(b[i:i+6], "\x00\x01\x01\x01\x01\x01")
+				b[i] = c
 				i += 4
 			}
 		}
