@@ -336,16 +336,25 @@ func (c *checking) acrossParts(sc *guardrail.Scanner) *guardrail.Rule {
 			i = max(j, i+1)
 			continue
 		}
-		var b strings.Builder
-		pieces := make([]piece, 0, j-i)
-		for k := i; k < j; k++ {
-			pieces = append(pieces, piece{t: k, from: 0, to: len(c.texts[k].text), at: b.Len()})
-			b.WriteString(c.texts[k].text)
+		// joined as the Anthropic and Gemini translations join them (no
+		// separator: "4111 1111 " | "1111 1111" is one card), and as
+		// chat templates render them (a line break: "ignore all" |
+		// "previous instructions" is one phrase)
+		for _, sep := range []string{"", "\n"} {
+			var b strings.Builder
+			pieces := make([]piece, 0, j-i)
+			for k := i; k < j; k++ {
+				if k > i {
+					b.WriteString(sep)
+				}
+				pieces = append(pieces, piece{t: k, from: 0, to: len(c.texts[k].text), at: b.Len()})
+				b.WriteString(c.texts[k].text)
+			}
+			if r := c.across(sc, b.String(), pieces, false, false, 0, -1); r != nil {
+				return r
+			}
 		}
 		i = j
-		if r := c.across(sc, b.String(), pieces, false, false); r != nil {
-			return r
-		}
 	}
 	return nil
 }
@@ -383,39 +392,64 @@ func (c *checking) acrossMessages(sc *guardrail.Scanner) *guardrail.Rule {
 	}
 	pieces := make([]piece, 0, 8)
 	b := make([]byte, 0, 2*window+1)
+	type span struct{ v, i, from int }
+	var tail []span
 	for u := 1; u < len(units); u++ {
-		pieces, b = pieces[:0], b[:0]
-		// the tail of the first, from its last text back
-		need, k, from := window, len(units[u-1])-1, 0
-		for ; k >= 0; k-- {
-			st, got := guardrail.TailStart(c.texts[units[u-1][k]].text, need)
-			if need -= got; st > 0 || need == 0 {
-				from = st
-				break
+		pieces, b, tail = pieces[:0], b[:0], tail[:0]
+		// the tail: back from the last text of unit u-1, and on into the
+		// units before while the window is not full (three short
+		// messages "please ignore all" | "previous" | "instructions")
+		need, cutStart := window, false
+	back:
+		for v := u - 1; v >= 0; v-- {
+			for k := len(units[v]) - 1; k >= 0; k-- {
+				i := units[v][k]
+				st, got := guardrail.TailStart(c.texts[i].text, need)
+				need -= got
+				tail = append(tail, span{v, i, st})
+				if st > 0 || need == 0 {
+					cutStart = st > 0 || k > 0 || v > 0
+					break back
+				}
 			}
 		}
-		cutStart := k > 0 || from > 0
-		for k = max(k, 0); k < len(units[u-1]); k++ {
-			i := units[u-1][k]
-			pieces = append(pieces, piece{t: i, from: from, to: len(c.texts[i].text), at: len(b)})
-			b = append(b, c.texts[i].text[from:]...)
-			from = 0
+		lo := -1 // the first piece of unit u-1
+		for k := len(tail) - 1; k >= 0; k-- {
+			sp := tail[k]
+			if k < len(tail)-1 && tail[k+1].v != sp.v {
+				b = append(b, '\n')
+			}
+			if sp.v == u-1 && lo < 0 {
+				lo = len(pieces)
+			}
+			pieces = append(pieces, piece{t: sp.i, from: sp.from, to: len(c.texts[sp.i].text), at: len(b)})
+			b = append(b, c.texts[sp.i].text[sp.from:]...)
 		}
 		b = append(b, '\n')
-		// the head of the second
+		hi := len(pieces) // the first piece of unit u
+		// the head: unit u, and on into the units after while the window
+		// is not full
 		need, cutEnd := window, false
-		for k := 0; k < len(units[u]); k++ {
-			i := units[u][k]
-			end, got := guardrail.HeadEnd(c.texts[i].text, need)
-			need -= got
-			pieces = append(pieces, piece{t: i, from: 0, to: end, at: len(b)})
-			b = append(b, c.texts[i].text[:end]...)
-			if end < len(c.texts[i].text) || need == 0 && k < len(units[u])-1 {
-				cutEnd = true
-				break
+	fwd:
+		for v := u; v < len(units); v++ {
+			if v > u {
+				b = append(b, '\n')
+			}
+			for k, i := range units[v] {
+				end, got := guardrail.HeadEnd(c.texts[i].text, need)
+				need -= got
+				pieces = append(pieces, piece{t: i, from: 0, to: end, at: len(b)})
+				b = append(b, c.texts[i].text[:end]...)
+				if end < len(c.texts[i].text) || need == 0 && (k < len(units[v])-1 || v < len(units)-1) {
+					cutEnd = true
+					break fwd
+				}
+				if need == 0 {
+					break fwd
+				}
 			}
 		}
-		if r := c.across(sc, string(b), pieces, cutStart, cutEnd); r != nil {
+		if r := c.across(sc, string(b), pieces, cutStart, cutEnd, lo, hi); r != nil {
 			return r
 		}
 	}
@@ -439,8 +473,12 @@ type piece struct{ t, from, to, at int }
 // deny is returned; a redaction writes [REDACTED:<entity>] in the first
 // piece it touches and removes the rest of its span from the others.
 // cutStart and cutEnd say joined begins or ends inside a longer text: a
-// match touching that edge may be a cut word, and is left alone.
-func (c *checking) across(sc *guardrail.Scanner, joined string, pieces []piece, cutStart, cutEnd bool) *guardrail.Rule {
+// match touching that edge may be a cut word, and is left alone. With hi
+// >= 0 (a boundary between messages, the head's first piece), only a
+// match from a piece at lo or after (the message just before it) into
+// the head is acted on: one that spans several boundaries is acted on
+// once, at its first.
+func (c *checking) across(sc *guardrail.Scanner, joined string, pieces []piece, cutStart, cutEnd bool, lo, hi int) *guardrail.Rule {
 	pieceOf := func(off int) int { // the piece holding joined byte off, or the one before it
 		k := 0
 		for k+1 < len(pieces) && pieces[k+1].at <= off {
@@ -461,6 +499,9 @@ func (c *checking) across(sc *guardrail.Scanner, joined string, pieces []piece, 
 		first, last := pieceOf(m.Start), pieceOf(m.End-1)
 		if first == last {
 			continue // within one piece: checked already
+		}
+		if hi >= 0 && !(lo <= first && first < hi && hi <= last) {
+			continue // not across this boundary from the text just before it: another window's
 		}
 		r := m.Rule
 		if !c.enforce(r) {
