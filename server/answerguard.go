@@ -676,21 +676,30 @@ func (g *answerGuard) write(idx int32, d *flexwayv1.ChatMessage, raw string, arg
 				d.ExtraFields[f] = quote(c.out)
 			}
 		case chanTool:
+			// Every entry of this call in the delta went through the
+			// channel (a delta may carry two with one index: the name's,
+			// then the first arguments): what it released goes in the
+			// first, the others are emptied, so no entry's arguments go
+			// out unread.
 			i := -1
 			for j, a := range args {
-				if a.Index == c.tool && a.Start >= 0 {
-					i = j
+				if a.Index != c.tool || a.Start < 0 {
+					continue
 				}
-			}
-			if i >= 0 {
 				if toolTexts == nil {
 					toolTexts = make([]string, len(args))
 					for j := range args {
 						toolTexts[j] = args[j].Arguments
 					}
 				}
-				toolTexts[i] = c.out
-			} else if c.out != "" {
+				if i < 0 {
+					i = j
+					toolTexts[j] = c.out
+				} else {
+					toolTexts[j] = ""
+				}
+			}
+			if i < 0 && c.out != "" {
 				extra = append(extra, `{"index":`+strconv.Itoa(c.tool)+`,"function":{"arguments":`+quote(c.out)+`}}`)
 			}
 		}

@@ -648,3 +648,44 @@ func TestOddToolCallsAnswer(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamSameIndexTwice: a delta carrying two entries of one tool call
+// (its name's, then the first arguments: a shape upstreams send) has every
+// entry's arguments read; what the channel releases goes in the first and
+// the others are emptied (attack pass: the first entry went out as the
+// upstream sent it, a key before its denial, a card's first digits in
+// clear).
+func TestStreamSameIndexTwice(t *testing.T) {
+	mk := func(raw string) *flexwayv1.ChatCompletionChunk {
+		return &flexwayv1.ChatCompletionChunk{Id: "c1", Choices: []*flexwayv1.ChatCompletionChunkChoice{{Index: 0, Delta: &flexwayv1.ChatMessage{ExtraFields: map[string]string{"tool_calls": raw}}}}}
+	}
+	st := guardState(t, false, nil, redactCards)
+	r, _, err := relayGuarded(t, st, nil,
+		mk(`[{"index":0,"id":"t1","type":"function","function":{"name":"f","arguments":"4111 1111 1111 111"}},{"index":0,"function":{"arguments":"1"}}]`),
+		mk(`[{"index":0,"function":{"arguments":" ok"}}]`),
+		finishChunk(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var args strings.Builder
+	for _, ch := range r.sent {
+		for _, c := range ch.GetChoices() {
+			if raw, ok := c.GetDelta().GetExtraFields()["tool_calls"]; ok {
+				as, _ := toolcalls.Parse(raw, nil)
+				for _, a := range as {
+					args.WriteString(a.Arguments)
+				}
+			}
+		}
+	}
+	if got := args.String(); got != "[REDACTED:credit_card] ok" || strings.Contains(r.wire(), "4111") {
+		t.Errorf("arguments %q; wire %s", got, r.wire())
+	}
+	st = guardState(t, false, nil, denySecrets)
+	r, _, err = relayGuarded(t, st, nil,
+		mk(`[{"index":0,"id":"t1","type":"function","function":{"name":"f","arguments":"sk-proj-abcdefghijklmnopqrstuvwxyz0123"}},{"index":0,"function":{"arguments":""}}]`),
+		finishChunk(0))
+	if err == nil || strings.Contains(r.wire(), "sk-proj") {
+		t.Errorf("err %v; wire %s", err, r.wire())
+	}
+}
