@@ -282,6 +282,13 @@ func (g *answerGuard) checkJSON(resp *flexwayv1.ChatCompletion) error {
 		return err
 	}
 	for _, ch := range resp.GetChoices() {
+		// the choice's own unknown fields first: a choice with no
+		// message may hold one by another spelling ("Message"), which a
+		// client decoding with encoding/json reads as the message
+		if err := g.extras(ch.GetExtraFields(), "logprobs"); err != nil {
+			return err
+		}
+		g.dropLogprobs(ch.GetExtraFields())
 		m := ch.GetMessage()
 		if m == nil {
 			continue
@@ -311,10 +318,6 @@ func (g *answerGuard) checkJSON(resp *flexwayv1.ChatCompletion) error {
 		if err := g.extras(m.GetExtraFields(), ""); err != nil {
 			return err
 		}
-		if err := g.extras(ch.GetExtraFields(), "logprobs"); err != nil {
-			return err
-		}
-		g.dropLogprobs(ch.GetExtraFields())
 	}
 	if len(g.whole) == 0 {
 		return nil
@@ -544,7 +547,17 @@ func (g *answerGuard) chunk(ch *flexwayv1.ChatCompletionChunk) (drop bool, err e
 	before := hasContent(ch)
 	keep := false // the chunk carries something besides held text
 	var args []toolcalls.Call
+	// The chunk's and each choice's unknown fields (a legacy "text", a
+	// "Choices" or "Delta" spelled otherwise, which encoding/json clients
+	// read as the real ones), chunk by chunk like a delta's.
+	if err := g.extras(ch.GetExtraFields(), ""); err != nil {
+		return false, err
+	}
 	for _, choice := range ch.GetChoices() {
+		g.dropLogprobs(choice.GetExtraFields())
+		if err := g.extras(choice.GetExtraFields(), "logprobs"); err != nil {
+			return false, err
+		}
 		idx, d := choice.GetIndex(), choice.GetDelta()
 		if d == nil {
 			continue
@@ -575,7 +588,6 @@ func (g *answerGuard) chunk(ch *flexwayv1.ChatCompletionChunk) (drop bool, err e
 				return false, err
 			}
 		}
-		g.dropLogprobs(choice.GetExtraFields())
 		// The delta's other fields (a legacy function_call, audio…),
 		// chunk by chunk: a match split across two chunks of them is not
 		// seen (the channels above hold back; these do not).

@@ -689,3 +689,45 @@ func TestStreamSameIndexTwice(t *testing.T) {
 		t.Errorf("err %v; wire %s", err, r.wire())
 	}
 }
+
+// TestOtherSpellings: the unknown fields of a choice and of a chunk are
+// checked, in JSON answers and in streams: a choice-level "Message", a
+// legacy "text", a "Choices" or a "Delta" spelled otherwise are what a
+// client decoding with encoding/json reads (attack pass: all relayed in
+// clear).
+func TestOtherSpellings(t *testing.T) {
+	st := guardState(t, false, nil, redactCards, denySecrets)
+	for _, body := range []string{
+		`{"choices":[{"index":0,"Message":{"role":"assistant","content":"sk-proj-abcdefghijklmnopqrstuvwxyz0123"},"finish_reason":"stop"}]}`,
+		`{"choices":[{"index":0,"message":{"content":"ok"},"x":"sk-proj-abcdefghijklmnopqrstuvwxyz0123","finish_reason":"stop"}]}`,
+	} {
+		resp, err := openaiwire.ParseChatCompletion([]byte(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := New(Options{}).newAnswerGuard(context.Background(), st, nil)
+		var fe *faults.Error
+		if err := g.checkJSON(resp); !errors.As(err, &fe) || fe.Reason != faults.GuardrailViolation {
+			t.Errorf("%s: %v", body, err)
+		}
+	}
+	for _, chunk := range []string{
+		`{"id":"c1","choices":[{"index":0,"delta":{},"text":"sk-proj-abcdefghijklmnopqrstuvwxyz0123"}]}`,
+		`{"id":"c1","choices":[{"index":0,"Delta":{"Content":"sk-proj-abcdefghijklmnopqrstuvwxyz0123"}}]}`,
+		`{"id":"c1","Choices":[{"index":0,"delta":{"content":"sk-proj-abcdefghijklmnopqrstuvwxyz0123"}}]}`,
+	} {
+		ch, err := openaiwire.ParseChatCompletionChunk([]byte(chunk))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, _, err := relayGuarded(t, st, nil, ch, finishChunk(0))
+		if err == nil || strings.Contains(r.wire(), "sk-proj") {
+			t.Errorf("%s: err %v, wire %s", chunk, err, r.wire())
+		}
+	}
+	ch, _ := openaiwire.ParseChatCompletionChunk([]byte(`{"id":"c1","Choices":[{"index":0,"delta":{"content":"card 4111 1111 1111 1111"}}]}`))
+	r, _, err := relayGuarded(t, st, nil, ch, finishChunk(0))
+	if err != nil || strings.Contains(r.wire(), "4111") || !strings.Contains(r.wire(), "[REDACTED:credit_card]") {
+		t.Errorf("a chunk's Choices: err %v, wire %s", err, r.wire())
+	}
+}
