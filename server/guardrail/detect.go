@@ -153,8 +153,13 @@ type det struct {
 	// b64: s[b64[0]:b64[1]] is a run of base64url bytes ending at a
 	// byte of none (b64run).
 	b64 [2]int
-	// keyEnd is the end of the last key found (anchored).
-	keyEnd int
+	// keyEnd is the end of the last key or private key block found;
+	// keyHeld the start of the first undetermined one (len(s) when none):
+	// a candidate inside the one or after the other is not tried.
+	keyEnd, keyHeld int
+	// du: s[du[1]-1] is the first digit or upper-case letter from du[0]
+	// (nextDigitOrUpper; du[1] == 0: none remembered).
+	du [2]int
 }
 
 // at is s[j], or 0 (and eot) past the end.
@@ -215,6 +220,7 @@ func (d *det) scan() {
 	s := d.s
 	n := len(s)
 	d.hold = n
+	d.keyHeld = n
 	pii := d.want[kEmail] || d.want[kPhone] || d.want[kCard] || d.want[kIBAN] || d.want[kIPv4] || d.want[kIPv6]
 	v6done := 0
 	trig := &trigs[0]
@@ -291,7 +297,15 @@ func (d *det) scan() {
 		case tDash:
 			if d.want[kSecret] {
 				// any byte before: x-----BEGIN, a sixth dash
-				d.try(i, kSecret, d.pem)
+				if i >= d.keyEnd && i <= d.keyHeld {
+					// a BEGIN line inside a block found already is part
+					// of it (one match per block, not one per line)
+					if e := d.try(i, kSecret, d.pem); e > i {
+						d.keyEnd = e
+					} else if e < 0 && d.eot && !d.final {
+						d.keyHeld = i // held from i: what starts after is looked at again
+					}
+				}
 				if i >= 5 && s[i-1]|0x20 == 'y' {
 					d.try(i-5, kSecret, func(int) int { return d.putty(i) })
 				}
@@ -378,9 +392,14 @@ func (d *det) anchored(i int) {
 	}
 	// a key inside a key found already is part of it ("sk-sk-sk-…" is
 	// one match, not one per anchor)
-	if k >= d.keyEnd {
+	if k >= 0 && k >= d.keyEnd && k <= d.keyHeld {
 		if e := d.try(k, kSecret, d.key); e > k {
 			d.keyEnd = e
+		} else if e < 0 && d.eot && !d.final {
+			// undetermined: held from k, so every key starting after it
+			// is looked at again with more text (sk-sk-sk-… read each
+			// anchor's body on every push of a stream)
+			d.keyHeld = k
 		}
 	}
 }
@@ -434,7 +453,7 @@ func (d *det) key(i int) int {
 		if !d.hasPrefix(i, "sk-") {
 			return -1
 		}
-		e := min(d.b64run(i+3), i+3+keyMax+1)
+		e := min(d.b64run(i+3, keyMax), i+3+keyMax+1)
 		if e-i < 3+20 {
 			return -1
 		}
@@ -442,7 +461,7 @@ func (d *det) key(i int) int {
 		if p&(bUpper|bLower|bDigit) != 0 && !generated(body) {
 			return -1
 		}
-		if strings.IndexFunc(body, func(r rune) bool { return r >= '0' && r <= '9' || r >= 'A' && r <= 'Z' }) < 0 {
+		if d.nextDigitOrUpper(i+3) >= i+3+len(body) {
 			return -1 // a kebab-case word (sk-learn-is-a-python-library), no key
 		}
 		return min(e, i+keyMax)
@@ -535,7 +554,7 @@ const bDash = bB64 // '-' has bB64 (with letters and digits: the Slack alphabet)
 // may be empty (RFC 7516 §7.1, a header with "enc"), whose header
 // decodes to a JSON object with "alg"; at most jwtMax bytes.
 func (d *det) jwt(i int) int {
-	a := d.b64run(i)
+	a := d.b64run(i, jwtHeaderMax)
 	if a-i > jwtHeaderMax || d.at(a) != '.' || (a-i)%4 == 1 {
 		return -1
 	}
@@ -563,7 +582,7 @@ func (d *det) jwt(i int) int {
 	var ends [4]int
 	n, p := 0, a
 	for n < 4 && d.at(p) == '.' {
-		q := d.b64run(p + 1)
+		q := d.b64run(p+1, jwtMax-(p+1-i))
 		if q-i > jwtMax {
 			return -1
 		}
@@ -586,11 +605,28 @@ func (d *det) jwt(i int) int {
 	return ends[1]
 }
 
+// nextDigitOrUpper is the offset of the first digit or upper-case letter
+// at or after i (len(s) when none), remembered so that the anchors of one
+// long run (sk-sk-sk-…) read it once, not once each.
+func (d *det) nextDigitOrUpper(i int) int {
+	if d.du[1] == 0 || i < d.du[0] || i >= d.du[1] {
+		j := i
+		for j < len(d.s) && bcls[d.s[j]]&(bDigit|bUpper) == 0 {
+			j++
+		}
+		d.du = [2]int{i, j + 1}
+	}
+	return d.du[1] - 1
+}
+
 // b64run is the end of the run of base64url bytes from i, each run
 // measured once: every "eyJ" inside one long run is a JWT candidate, and
 // measuring the run again for each made a 1 MiB blob of them take
-// seconds. A run reaching the end of the text reads past it (eot).
-func (d *det) b64run(i int) int {
+// seconds. A run reaching the end of the text reads past it (eot) only
+// when it is at most max bytes long: a longer one decides its candidate
+// whatever follows (no JWT header passes 1 KiB), so a stream holds no
+// more than that of a base64 blob (it held the whole blob).
+func (d *det) b64run(i, max int) int {
 	if i < d.b64[0] || i >= d.b64[1] {
 		j := i
 		for j < len(d.s) && bcls[d.s[j]]&bB64 != 0 {
@@ -598,7 +634,7 @@ func (d *det) b64run(i int) int {
 		}
 		d.b64 = [2]int{i, j}
 	}
-	if d.b64[1] == len(d.s) {
+	if d.b64[1] == len(d.s) && d.b64[1]-i <= max {
 		d.eot = true
 	}
 	return d.b64[1]

@@ -118,3 +118,40 @@ var (
 	testingNow   = time.Now
 	testingSince = time.Since
 )
+
+// TestHolderBlobBounded: a streamed base64 blob (a model printing eyJ…
+// for 200 KB in 10-byte chunks) is released as it comes, holding no more
+// than a JWT header could be, in bounded time (attack pass: the whole
+// blob was held and rescanned on every push, 24 s).
+func TestHolderBlobBounded(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("timed: not under -short or -race")
+	}
+	// log: the release is the text itself, so what is held is counted
+	s := mustCompile(t, Spec{Type: TypeSecrets, Action: Log}, Spec{Type: TypePII, Action: Log})
+	for _, c := range []struct {
+		u          string
+		size, held int
+	}{
+		{"eyJ", 200_000, 4 << 10}, {"eyJhbGciOiJIUzI1NiJ9", 200_000, 4 << 10}, {"sk-", 200_000, 4 << 10},
+		{"AKIA", 200_000, 4 << 10}, {"4 ", 200_000, 4 << 10}, {"a:", 200_000, 4 << 10},
+		// an unterminated private key block is held to its bound (one
+		// match, not one per BEGIN line: that took 52 s)
+		{"-----BEGIN RSA PRIVATE KEY-----\nAAAA\n", 50_000, pemMax + 64},
+	} {
+		u := c.u
+		text := strings.Repeat(u, c.size/len(u))
+		h := s.NewHolder()
+		t0 := testingNow()
+		released, most := 0, 0
+		for i := 0; i < len(text); i += 10 {
+			rel, _ := h.Push(text[i:min(i+10, len(text))])
+			released += len(rel)
+			most = max(most, min(i+10, len(text))-released)
+		}
+		h.Flush()
+		if d := testingSince(t0); d.Seconds() > 2 || most > c.held {
+			t.Errorf("%q × 200 KB: %v, held up to %d bytes", u, d, most)
+		}
+	}
+}
