@@ -138,6 +138,10 @@ func TestHolderBlobBounded(t *testing.T) {
 		// an unterminated private key block is held to its bound (one
 		// match, not one per BEGIN line: that took 52 s)
 		{"-----BEGIN RSA PRIVATE KEY-----\nAAAA\n", 50_000, pemMax + 64},
+		// zero-width characters and combining marks: the context walked
+		// back over all of them, and a run of marks was one segment held
+		// whole (attack pass: over 120 s and 45 s)
+		{"\u200b", 100_000, 4 << 10}, {"\u0301", 100_000, 4 << 10}, {"a\u0301\u200b", 100_000, 4 << 10},
 	} {
 		u := c.u
 		text := strings.Repeat(u, c.size/len(u))

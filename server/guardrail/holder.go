@@ -184,7 +184,11 @@ func boundaryBefore(s string) bool {
 // ignorable, not marks), then back to a segment boundary.
 func contextStart(buf string, rel int) int {
 	i, cnt := rel, 0
-	for i > 0 && cnt < lookBehind {
+	// at most contextMax bytes back: on a run of zero-width characters
+	// (none counts) the walk kept, and rescanned on every push, the whole
+	// stream; a decision that would look past the bound sees less of
+	// what was released already, which can only make more matches
+	for i > 0 && cnt < lookBehind && rel-i < contextMax {
 		if buf[i-1] < utf8.RuneSelf {
 			// ASCII: one character that counts (no ASCII rune is
 			// ignorable or a mark), without decoding.
@@ -198,12 +202,22 @@ func contextStart(buf string, rel int) int {
 			cnt++
 		}
 	}
-	for i > 0 && !boundaryBefore(buf[i:]) {
+	for k := 0; i > 0 && k < maxNonStarters && !boundaryBefore(buf[i:]); k++ {
 		_, w := utf8.DecodeLastRuneInString(buf[:i])
 		i -= w
 	}
 	return i
 }
+
+// contextMax bounds contextStart's walk, in bytes.
+const contextMax = 1 << 10
+
+// maxNonStarters is the most runes a normalisation segment spans that
+// the Holder waits on: Unicode's stream-safe text format (UAX #15 §13)
+// ends a segment after 30 non-starters, and so does golang.org/x/text's
+// norm.Iter, so a longer run of combining marks ("zalgo" text, all held
+// until the end) is released in pieces.
+const maxNonStarters = 31
 
 // lastSegment is the start of buf's last normalisation segment (which
 // more text could still change), or of its incomplete last rune.
@@ -218,10 +232,10 @@ func lastSegment(buf string) int {
 		}
 	}
 	i := n
-	for i > 0 {
+	for k := 0; i > 0; k++ {
 		_, w := utf8.DecodeLastRuneInString(buf[:i])
 		i -= w
-		if boundaryBefore(buf[i:]) {
+		if boundaryBefore(buf[i:]) || k == maxNonStarters {
 			break
 		}
 	}
