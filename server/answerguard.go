@@ -609,13 +609,12 @@ func (g *answerGuard) chunk(ch *flexwayv1.ChatCompletionChunk) (drop bool, err e
 		if hasTools {
 			var perr error
 			if args, perr = toolcalls.Parse(raw, args); perr != nil {
-				// Not OpenAI's shape: every string of it checked in
-				// this chunk, like a field Flexway does not model.
-				r, err := g.field(raw)
-				if err != nil {
-					return false, err
-				}
-				d.ExtraFields["tool_calls"], raw, keep = r, r, true
+				// Not OpenAI's shape: its arguments cannot join their
+				// channel's hold-back, and checked alone, chunk by
+				// chunk, a key split across this chunk and the next
+				// passed whole (attack pass). The stream ends here, its
+				// chunk unsent.
+				return false, faults.Wrap(faults.UpstreamError, perr, "the upstream sent tool_calls of another shape than OpenAI's, which the response guardrails cannot hold back")
 			} else if raw, err = g.callStrings(raw, args); err != nil {
 				return false, err
 			} else if raw != d.ExtraFields["tool_calls"] {

@@ -619,9 +619,11 @@ func TestJSONSchemaEmptyAnswer(t *testing.T) {
 // TestOddToolCallsAnswer: an upstream answer whose tool_calls are not of
 // OpenAI's shape (an object, arguments that are no string, a key spelt
 // in another case, a second arguments key) has every string of them
-// checked, JSON and stream, and the card in them redacted (a misbehaving
-// upstream's odd shape passed unread); the ids and names of well-shaped
-// ones too.
+// checked in a JSON answer, the card in them redacted (a misbehaving
+// upstream's odd shape passed unread); a stream ends at such a delta,
+// unsent, since its arguments cannot join the hold-back (attack pass:
+// checked chunk by chunk, a key split across it and the next chunk
+// passed whole); the ids and names of well-shaped ones are checked too.
 func TestOddToolCallsAnswer(t *testing.T) {
 	st := guardState(t, false, nil, redactCards)
 	card := "4111 1111 1111 1111"
@@ -643,9 +645,25 @@ func TestOddToolCallsAnswer(t *testing.T) {
 			{Index: 0, Delta: &flexwayv1.ChatMessage{ExtraFields: map[string]string{"tool_calls": raw}}},
 		}}
 		r, _, err := relayGuarded(t, st, nil, roleChunk(), ch, finishChunk(0))
-		if err != nil || strings.Contains(r.wire(), "4111") || !strings.Contains(r.wire(), "[REDACTED:credit_card]") {
+		_, perr := toolcalls.Parse(raw, nil)
+		odd := perr != nil
+		if odd && (faults.As(err) == nil || faults.As(err).Reason != faults.UpstreamError || strings.Contains(r.wire(), "4111")) {
 			t.Errorf("stream %s: err %v, sent %s", raw, err, r.wire())
 		}
+		if !odd && (err != nil || strings.Contains(r.wire(), "4111") || !strings.Contains(r.wire(), "[REDACTED:credit_card]")) {
+			t.Errorf("stream %s: err %v, sent %s", raw, err, r.wire())
+		}
+	}
+	// the attack: half a key in a well-shaped entry, an odd second entry,
+	// the rest in the next chunk
+	mk := func(raw string) *flexwayv1.ChatCompletionChunk {
+		return &flexwayv1.ChatCompletionChunk{Id: "c1", Choices: []*flexwayv1.ChatCompletionChunkChoice{{Index: 0, Delta: &flexwayv1.ChatMessage{ExtraFields: map[string]string{"tool_calls": raw}}}}}
+	}
+	r, _, err := relayGuarded(t, guardState(t, false, nil, denySecrets), nil,
+		mk(`[{"index":0,"id":"a","type":"function","function":{"name":"f","arguments":"{"k":"sk-proj-abcdefghij"}},{"index":0,"function":{"arguments":1}}]`),
+		mk(`[{"index":0,"function":{"arguments":"klmnopqrstuvwxyz0123"}"}}]`), finishChunk(0))
+	if err == nil || strings.Contains(r.wire(), "abcdefghij") || strings.Contains(r.wire(), "klmnop") {
+		t.Errorf("a key split around an odd entry: err %v, sent %s", err, r.wire())
 	}
 }
 
