@@ -74,6 +74,7 @@ type answerGuard struct {
 	chans    []*guardChannel
 	found    []guardrail.Match
 	buffer   bool // whole rules: the stream is released at its end
+	finished []int32 // the choices whose finish_reason has come
 	bytes    int64
 	last     *flexwayv1.ChatCompletionChunk
 	ordered  []*flexwayv1.ChatCompletionChunk // buffered chunks, when buffer
@@ -562,6 +563,12 @@ func (g *answerGuard) chunk(ch *flexwayv1.ChatCompletionChunk) (drop bool, err e
 		if d == nil {
 			continue
 		}
+		if slices.Contains(g.finished, idx) && deltaHasText(d) {
+			// its channels were flushed at the finish: text now would
+			// start a fresh hold-back, a card split across the finish
+			// released in two halves (attack pass)
+			return false, faults.New(faults.UpstreamError, "the upstream sent text for choice %d after its finish_reason", idx)
+		}
 		keep = keep || d.GetRole() != ""
 		if s := d.GetText(); s != "" {
 			if err := g.push(g.channel(idx, chanContent, 0), s); err != nil {
@@ -637,6 +644,7 @@ func (g *answerGuard) chunk(ch *flexwayv1.ChatCompletionChunk) (drop bool, err e
 			}
 		}
 		if choice.FinishReason != nil {
+			g.finished = append(g.finished, idx)
 			for _, c := range g.chans {
 				if c.choice == idx {
 					if err := g.flush(c); err != nil {
@@ -651,6 +659,20 @@ func (g *answerGuard) chunk(ch *flexwayv1.ChatCompletionChunk) (drop bool, err e
 		return true, nil
 	}
 	return false, nil
+}
+
+// deltaHasText reports whether d carries text a channel holds back:
+// content, text parts, reasoning, a refusal or tool calls.
+func deltaHasText(d *flexwayv1.ChatMessage) bool {
+	if d.GetText() != "" || len(d.GetParts().GetParts()) > 0 {
+		return true
+	}
+	for _, f := range [...]string{"reasoning_content", "refusal", "tool_calls"} {
+		if v, ok := d.GetExtraFields()[f]; ok && v != "null" && v != `""` && v != "[]" {
+			return true
+		}
+	}
+	return false
 }
 
 // write sets the delta's text fields of choice idx to what its channels

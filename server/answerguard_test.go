@@ -749,3 +749,21 @@ func TestOtherSpellings(t *testing.T) {
 		t.Errorf("a chunk's Choices: err %v, wire %s", err, r.wire())
 	}
 }
+
+// TestStreamTextAfterFinish: text for a choice after its finish_reason
+// ends the stream, unsent: its channels were flushed at the finish, and a
+// card split across it went out in two halves (attack pass).
+func TestStreamTextAfterFinish(t *testing.T) {
+	st := guardState(t, false, nil, redactCards)
+	fin := textChunk(0, "card 4111 1111 ")
+	fin.Choices[0].FinishReason = proto.String("stop")
+	r, _, err := relayGuarded(t, st, nil, fin, textChunk(0, "1111 1111 ok"))
+	if f := faults.As(err); f == nil || f.Reason != faults.UpstreamError || strings.Contains(r.wire(), "1111 1111 ok") {
+		t.Errorf("err %v, sent %s", err, r.wire())
+	}
+	// a usage chunk or an empty delta after the finish is no text
+	r, _, err = relayGuarded(t, st, nil, fin, &flexwayv1.ChatCompletionChunk{Id: "c1", Choices: []*flexwayv1.ChatCompletionChunkChoice{{Index: 0, Delta: &flexwayv1.ChatMessage{}}}})
+	if err != nil {
+		t.Errorf("an empty delta after the finish: %v", err)
+	}
+}

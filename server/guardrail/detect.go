@@ -958,7 +958,7 @@ var cardSeps = func() (t [256]bool) {
 // issuer reports a card issuer's prefix with one of its lengths (the
 // networks' IIN ranges, as ISO/IEC 7812 registers them): Visa 4 (13, 16
 // or 19 digits); Mastercard 51–55 and 2221–2720 (16); Amex 34, 37 (15);
-// Diners 36 (14–19), 300–305 and 38 (16–19); JCB 3528–3589 (16–19);
+// Diners 300–305, 309, 36, 38, 39 (14–19); JCB 3528–3589 (16–19);
 // Discover 6011, 644–649, 65, UnionPay 62 and Maestro 50, 56–69 (13–19).
 // A Luhn-valid run of the wrong length (18 digits from 37, 14 from 55) is
 // no card.
@@ -982,9 +982,9 @@ func issuer(dg []byte) bool {
 		switch {
 		case p2 == 34 || p2 == 37:
 			return n == 15
-		case p2 == 36:
-			return n >= 14
-		case p2 == 38 || p3 >= 300 && p3 <= 305, p4 >= 3528 && p4 <= 3589:
+		case p2 == 36 || p2 == 38 || p2 == 39 || p3 >= 300 && p3 <= 305 || p3 == 309:
+			return n >= 14 // Diners Club International, 14 digits and more
+		case p4 >= 3528 && p4 <= 3589:
 			return n >= 16
 		}
 	}

@@ -76,6 +76,9 @@ func TestFindEntities(t *testing.T) {
 		// alone, whole (attack pass: its last 12 digits went out)
 		{"555-123-4567 4111 1111 1111 1111", []hit{{"4111 1111 1111 1111", "credit_card"}}},
 		{"amex 18 digits 3704 0044 0532 0130 01", nil},
+		// the Diners test number, 14 digits in 4-6-4 (attack pass: lost
+		// when issuers got their lengths)
+		{"diners 3056 930902 5904 and 30569309025904", []hit{{"3056 930902 5904", "credit_card"}, {"30569309025904", "credit_card"}}},
 		{"visa 14 41111111111114", nil},
 		// overlapping cards (a Luhn-valid 16 from a Maestro 6 before a
 		// Visa): both, redacted as one
