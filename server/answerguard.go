@@ -41,7 +41,22 @@ const (
 	chanReasoning
 	chanRefusal
 	chanTool
+	// chanReasoningAlt is the delta's "reasoning", the name OpenRouter
+	// and vLLM give reasoning_content: held back like it.
+	chanReasoningAlt
 )
+
+// channelField is the delta field of a text channel other than content
+// and tool calls.
+func channelField(kind uint8) string {
+	switch kind {
+	case chanRefusal:
+		return "refusal"
+	case chanReasoningAlt:
+		return "reasoning"
+	}
+	return "reasoning_content"
+}
 
 // guardChannel is one text channel of a streamed answer.
 type guardChannel struct {
@@ -339,7 +354,7 @@ func (g *answerGuard) checkJSON(resp *flexwayv1.ChatCompletion) error {
 		if s := messageText(m); s != "" || m.GetText() != "" || g.schema != nil && !calls {
 			texts = append(texts, answerText{loc: loc + "content", text: s, content: true, set: func(s string) { m.Content = &flexwayv1.ChatMessage_Text{Text: s} }})
 		}
-		for _, f := range [...]string{"reasoning_content", "refusal"} {
+		for _, f := range [...]string{"reasoning_content", "reasoning", "refusal"} {
 			if s, ok := jsonText(m.GetExtraFields()[f]); ok {
 				texts = append(texts, answerText{loc: loc + f, text: s, set: func(s string) { m.ExtraFields[f] = quote(s) }})
 			}
@@ -595,6 +610,11 @@ func (g *answerGuard) chunk(ch *flexwayv1.ChatCompletionChunk) (drop bool, err e
 				return false, err
 			}
 		}
+		if s, ok := jsonText(d.GetExtraFields()["reasoning"]); ok && s != "" {
+			if err := g.push(g.channel(idx, chanReasoningAlt, 0), s); err != nil {
+				return false, err
+			}
+		}
 		// The delta's other fields (a legacy function_call, audio…),
 		// chunk by chunk: a match split across two chunks of them is not
 		// seen (the channels above hold back; these do not).
@@ -602,6 +622,10 @@ func (g *answerGuard) chunk(ch *flexwayv1.ChatCompletionChunk) (drop bool, err e
 			switch k {
 			case "reasoning_content", "refusal", "tool_calls":
 				continue
+			case "reasoning":
+				if _, ok := jsonText(v); ok {
+					continue // a string: its channel holds it back
+				}
 			}
 			r, err := g.field(v)
 			if err != nil {
@@ -667,7 +691,7 @@ func deltaHasText(d *flexwayv1.ChatMessage) bool {
 	if d.GetText() != "" || len(d.GetParts().GetParts()) > 0 {
 		return true
 	}
-	for _, f := range [...]string{"reasoning_content", "refusal", "tool_calls"} {
+	for _, f := range [...]string{"reasoning_content", "reasoning", "refusal", "tool_calls"} {
 		if v, ok := d.GetExtraFields()[f]; ok && v != "null" && v != `""` && v != "[]" {
 			return true
 		}
@@ -697,11 +721,8 @@ func (g *answerGuard) write(idx int32, d *flexwayv1.ChatMessage, raw string, arg
 				out := c.out
 				d.GetParts().Parts = append(d.GetParts().Parts, &flexwayv1.ContentPart{Type: "text", Text: &out})
 			}
-		case chanReasoning, chanRefusal:
-			f := "reasoning_content"
-			if c.kind == chanRefusal {
-				f = "refusal"
-			}
+		case chanReasoning, chanRefusal, chanReasoningAlt:
+			f := channelField(c.kind)
 			if d.ExtraFields == nil {
 				d.ExtraFields = map[string]string{}
 			}
@@ -803,10 +824,8 @@ func (g *answerGuard) streamTexts() []answerText {
 		switch c.kind {
 		case chanContent:
 			t.loc, t.content = loc+"content", true
-		case chanReasoning:
-			t.loc = loc + "reasoning_content"
-		case chanRefusal:
-			t.loc = loc + "refusal"
+		case chanReasoning, chanRefusal, chanReasoningAlt:
+			t.loc = loc + channelField(c.kind)
 		case chanTool:
 			t.loc, t.isTool, t.tool = loc+"tool_calls["+strconv.Itoa(c.tool)+"].function.arguments", true, c.name
 		}
@@ -856,11 +875,8 @@ func (g *answerGuard) replace(c *guardChannel, s string) {
 						d.Content = &flexwayv1.ChatMessage_Text{Text: ""}
 					}
 				}
-			case chanReasoning, chanRefusal:
-				f := "reasoning_content"
-				if c.kind == chanRefusal {
-					f = "refusal"
-				}
+			case chanReasoning, chanRefusal, chanReasoningAlt:
+				f := channelField(c.kind)
 				if v, ok := jsonText(d.GetExtraFields()[f]); ok && v != "" {
 					carried = true
 					if first {

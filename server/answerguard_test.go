@@ -232,6 +232,9 @@ func TestStreamChoicesAndChannels(t *testing.T) {
 		mk(1, "tool_calls", `[{"index":0,"function":{"arguments":"1111 1111\"}"}}]`),
 		textChunk(0, "1111 1111"), textChunk(1, "5555 4444"),
 		mk(0, "reasoning_content", `"1111 1111"`),
+		// "reasoning", OpenRouter's and vLLM's name, is held back too
+		// (attack pass: a card split across two chunks of it passed)
+		mk(1, "reasoning", `"q 4111 1111 "`), mk(1, "reasoning", `"1111 1111"`),
 		finishChunk(0), finishChunk(1))
 	if err != nil {
 		t.Fatal(err)
@@ -243,6 +246,7 @@ func TestStreamChoicesAndChannels(t *testing.T) {
 		{0, "", "a [REDACTED:credit_card]"},
 		{1, "", "b [REDACTED:credit_card]"},
 		{0, "reasoning_content", "r [REDACTED:credit_card]"},
+		{1, "reasoning", "q [REDACTED:credit_card]"},
 	} {
 		if got := r.content(c.i, c.field); got != c.want {
 			t.Errorf("choice %d %q: %q, want %q", c.i, c.field, got, c.want)
