@@ -886,16 +886,41 @@ func (d *det) number(i int) {
 	if k-i < 13 && (j < len(d.s) || d.final) && (j == k || bcls[d.at(j)]&bDigit == 0) {
 		return
 	}
-	if d.want[kCard] {
+	// The digits from here, over groups joined by what may join a card's
+	// (a superset of a phone's and an address's separators): a card needs
+	// 13, a national phone 9, an address a dot (1,234.56 and 2024-03-01
+	// are none). A run reaching the end of a text still to come is
+	// tried, and so held.
+	digits, dot, end := 0, false, false
+	for x := i; ; {
+		for x < len(d.s) && bcls[d.s[x]]&bDigit != 0 && digits < 20 {
+			digits++
+			x++
+		}
+		y := x
+		for y < len(d.s) && y-x < 4 && cardSep(d.s[y]) {
+			dot = dot || d.s[y] == '.'
+			y++
+		}
+		if y == len(d.s) || x == len(d.s) {
+			end = !d.final
+			break
+		}
+		if y == x || bcls[d.s[y]]&bDigit == 0 || digits >= 20 {
+			break
+		}
+		x = y
+	}
+	if d.want[kCard] && (digits >= 13 || end) {
 		d.try(i, kCard, d.card)
 	}
 	if inRun {
 		return
 	}
-	if d.want[kPhone] && p != '+' && p != '(' {
+	if d.want[kPhone] && p != '+' && p != '(' && (digits >= 9 || end) {
 		d.try(i, kPhone, d.phone)
 	}
-	if d.want[kIPv4] && p != '.' {
+	if d.want[kIPv4] && p != '.' && (dot || end) {
 		d.try(i, kIPv4, d.ipv4)
 	}
 }
