@@ -492,3 +492,24 @@ func TestJSONEscapes(t *testing.T) {
 		}
 	}
 }
+
+// TestWordMask checks the SWAR word mask against asciiWord on every ASCII
+// byte in every position.
+func TestWordMask(t *testing.T) {
+	buf := []byte("a-b c.d_")
+	for pos := 0; pos < 8; pos++ {
+		for c := 0; c < 128; c++ {
+			b := append([]byte(nil), buf...)
+			b[pos] = byte(c)
+			var want uint64
+			for k, x := range b {
+				if asciiWord[x] {
+					want |= 0x80 << (8 * k)
+				}
+			}
+			if got := wordMask(load64(string(b), 0)); got != want {
+				t.Fatalf("byte %#x at %d: %#x, want %#x", c, pos, got, want)
+			}
+		}
+	}
+}

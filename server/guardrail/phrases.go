@@ -1,6 +1,7 @@
 package guardrail
 
 import (
+	"math/bits"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -141,7 +142,10 @@ type trie struct {
 	// pure-ASCII text (first and pair over raw bytes, case folded): one
 	// load per byte for scanASCII.
 	start *[1 << 16]bool
-	pats  []string
+	// nonWordFirst: a pattern begins with a byte that is no ASCII word
+	// byte (scanASCII then looks at every byte)
+	nonWordFirst bool
+	pats         []string
 }
 
 // kind of an ASCII byte for the scan: a word byte of the folded text
@@ -221,6 +225,11 @@ func newTrie(pats []string) *trie {
 			}
 		}
 	}
+	for _, p := range pats {
+		if !asciiWord[p[0]] {
+			t.nonWordFirst = true
+		}
+	}
 	t.start = new([1 << 16]bool)
 	for c1 := 0; c1 < 256; c1++ {
 		if !t.first[c1] {
@@ -287,7 +296,24 @@ func (t *trie) scanASCII(s string, final bool, hit func(start, end int, pat int3
 	}
 	st := t.start
 	pw := false // s[i-1] is a word byte
-	for i := 0; i+1 < n; i++ {
+	i := 0
+	if !t.nonWordFirst {
+		// 8 bytes at a time: a pattern begins only at a word start (no
+		// pattern begins with another byte), found by SWAR
+		var carry uint64 // bit 7: the byte before the block is a word byte
+		for ; i+9 <= n; i += 8 {
+			w := wordMask(load64(s, i))
+			for m := w &^ (w<<8 | carry); m != 0; m &= m - 1 {
+				k := i + bits.TrailingZeros64(m)>>3
+				if st[uint16(s[k])<<8|uint16(s[k+1])] {
+					hold = t.walk(s, k, final, hold, hit)
+				}
+			}
+			carry = w >> 56 & 0x80
+		}
+		pw = carry != 0
+	}
+	for ; i+1 < n; i++ {
 		c := s[i]
 		w := asciiWord[c]
 		if st[uint16(c)<<8|uint16(s[i+1])] && !(pw && w) {
@@ -299,6 +325,17 @@ func (t *trie) scanASCII(s string, final bool, hit func(start, end int, pat int3
 		hold = t.walk(s, n-1, final, hold, hit)
 	}
 	return hold
+}
+
+// wordMask has the top bit set of each byte of x (8 ASCII bytes) that is
+// [0-9A-Za-z] (SWAR: no carry crosses a byte, every byte being below
+// 0x80).
+func wordMask(x uint64) uint64 {
+	const lo, hi = 0x0101010101010101, 0x8080808080808080
+	t := x | 0x20*lo // letters to lower case
+	alpha := (t + 0x1F*lo) &^ (t + 0x05*lo)
+	digit := (x + 0x50*lo) &^ (x + 0x46*lo)
+	return (alpha | digit) & hi
 }
 
 // walk follows the trie from s[i] and reports the patterns that end on a
