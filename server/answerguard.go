@@ -88,7 +88,7 @@ type answerGuard struct {
 	max      int64              // buffered answer bound, in bytes
 	chans    []*guardChannel
 	found    []guardrail.Match
-	buffer   bool // whole rules: the stream is released at its end
+	buffer   bool    // whole rules: the stream is released at its end
 	finished []int32 // the choices whose finish_reason has come
 	bytes    int64
 	last     *flexwayv1.ChatCompletionChunk
