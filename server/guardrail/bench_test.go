@@ -119,7 +119,7 @@ func BenchmarkBannedTrie4KiB(b *testing.B) {
 	}
 }
 
-// BenchmarkInjection4KiB: the maintained injection list (about 2,050
+// BenchmarkInjection4KiB: the maintained injection list (about 2,700
 // phrasings once expanded) over the same prose: the trie's cost per byte
 // does not grow with the number of phrases.
 func BenchmarkInjection4KiB(b *testing.B) {
