@@ -99,6 +99,23 @@ func (r *recorder) content(i int32, field string) string {
 	return b.String()
 }
 
+// toolArgs is what a client concatenates of every tool call's arguments
+// the recorder got.
+func (r *recorder) toolArgs() string {
+	var b strings.Builder
+	for _, ch := range r.sent {
+		for _, c := range ch.GetChoices() {
+			if raw, ok := c.GetDelta().GetExtraFields()["tool_calls"]; ok {
+				as, _ := toolcalls.Parse(raw, nil)
+				for _, a := range as {
+					b.WriteString(a.Arguments)
+				}
+			}
+		}
+	}
+	return b.String()
+}
+
 func textChunk(i int32, s string) *flexwayv1.ChatCompletionChunk {
 	return &flexwayv1.ChatCompletionChunk{Id: "c1", Object: "chat.completion.chunk", Model: "m", Choices: []*flexwayv1.ChatCompletionChunkChoice{
 		{Index: i, Delta: &flexwayv1.ChatMessage{Content: &flexwayv1.ChatMessage_Text{Text: s}}},
@@ -480,19 +497,8 @@ func TestToolArgumentEscapes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var all strings.Builder
-		for _, ch := range r.sent {
-			for _, c := range ch.GetChoices() {
-				if raw, ok := c.GetDelta().GetExtraFields()["tool_calls"]; ok {
-					as, _ := toolcalls.Parse(raw, nil)
-					for _, a := range as {
-						all.WriteString(a.Arguments)
-					}
-				}
-			}
-		}
-		if all.String() != `{"card":"[REDACTED:credit_card]"}` {
-			t.Fatalf("split at %d: the client's arguments are %s", i, all.String())
+		if got := r.toolArgs(); got != `{"card":"[REDACTED:credit_card]"}` {
+			t.Fatalf("split at %d: the client's arguments are %s", i, got)
 		}
 	}
 	// Arguments cut inside an escape keep it, as sent.
@@ -503,19 +509,8 @@ func TestToolArgumentEscapes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var all strings.Builder
-	for _, ch := range r.sent {
-		for _, c := range ch.GetChoices() {
-			if raw, ok := c.GetDelta().GetExtraFields()["tool_calls"]; ok {
-				as, _ := toolcalls.Parse(raw, nil)
-				for _, a := range as {
-					all.WriteString(a.Arguments)
-				}
-			}
-		}
-	}
-	if all.String() != `{"a":"x\u00` {
-		t.Fatalf("cut escape: the client's arguments are %s", all.String())
+	if got := r.toolArgs(); got != `{"a":"x\u00` {
+		t.Fatalf("cut escape: the client's arguments are %s", got)
 	}
 }
 
@@ -689,18 +684,7 @@ func TestStreamSameIndexTwice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var args strings.Builder
-	for _, ch := range r.sent {
-		for _, c := range ch.GetChoices() {
-			if raw, ok := c.GetDelta().GetExtraFields()["tool_calls"]; ok {
-				as, _ := toolcalls.Parse(raw, nil)
-				for _, a := range as {
-					args.WriteString(a.Arguments)
-				}
-			}
-		}
-	}
-	if got := args.String(); got != "[REDACTED:credit_card] ok" || strings.Contains(r.wire(), "4111") {
+	if got := r.toolArgs(); got != "[REDACTED:credit_card] ok" || strings.Contains(r.wire(), "4111") {
 		t.Errorf("arguments %q; wire %s", got, r.wire())
 	}
 	st = guardState(t, false, nil, denySecrets)
