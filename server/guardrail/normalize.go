@@ -467,6 +467,14 @@ func weight(r rune, afterSpace bool) (n int, space bool) {
 		}
 		return 1, false
 	}
+	if r >= 0xFF01 && r <= 0xFF5E {
+		r -= 0xFEE0 // full width: NFKC's ASCII (－, ＿)
+	} else {
+		r = plainer(r) // a dash of any kind: '-'
+	}
+	if r < utf8.RuneSelf {
+		return weight(r, afterSpace)
+	}
 	switch {
 	case ignorable(r) || isMark(r):
 		return 0, afterSpace

@@ -416,7 +416,10 @@ func (c *checking) acrossMessages(sc *guardrail.Scanner) *guardrail.Rule {
 		lo := -1 // the first piece of unit u-1
 		for k := len(tail) - 1; k >= 0; k-- {
 			sp := tail[k]
-			if k < len(tail)-1 && tail[k+1].v != sp.v {
+			if k < len(tail)-1 {
+				// a line break between messages, and between one's text
+				// parts too, as chat templates render them ("ignore all"
+				// then parts "previous", "instructions" passed glued)
 				b = append(b, '\n')
 			}
 			if sp.v == u-1 && lo < 0 {
@@ -436,6 +439,9 @@ func (c *checking) acrossMessages(sc *guardrail.Scanner) *guardrail.Rule {
 				b = append(b, '\n')
 			}
 			for k, i := range units[v] {
+				if k > 0 {
+					b = append(b, '\n')
+				}
 				end, got := guardrail.HeadEnd(c.texts[i].text, need)
 				need -= got
 				pieces = append(pieces, piece{t: i, from: 0, to: end, at: len(b)})
