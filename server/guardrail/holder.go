@@ -206,6 +206,20 @@ func contextStart(buf string, rel int) int {
 		_, w := utf8.DecodeLastRuneInString(buf[:i])
 		i -= w
 	}
+	// never start on an escaped byte: blankEscapes reads escapes from the
+	// window's first backslash, and a window starting inside a run of
+	// escaped backslashes would read the "\n" ending it as a backslash
+	// and the letter n. buf[0] is never escaped (every window starts so,
+	// and buf is cut at a window start), so the parity of the run before
+	// i, counted within buf, is the stream's; the walk covers at most
+	// what the previous window released.
+	j := i
+	for j > 0 && buf[j-1] == '\\' {
+		j--
+	}
+	if (i-j)%2 == 1 {
+		i--
+	}
 	return i
 }
 
