@@ -70,6 +70,8 @@ type guardChannel struct {
 	out    string // released in the chunk being rewritten
 	hit    bool   // out is to be written into the chunk
 	done   bool   // flushed
+	leaf   *leafSpec // chanLeaf: the field
+	member string    // chanLeaf: the member of the object or entry ("" for the field itself)
 }
 
 // answerGuard applies the response rules to one call's answer; for a
@@ -87,6 +89,7 @@ type answerGuard struct {
 	rawTools string             // the request's tools JSON, for a webhook
 	max      int64              // buffered answer bound, in bytes
 	chans    []*guardChannel
+	occ      []leafOcc // the chunk's strings of held-back fields
 	found    []guardrail.Match
 	buffer   bool    // whole rules: the stream is released at its end
 	finished []int32 // the choices whose finish_reason has come
@@ -234,14 +237,14 @@ func (g *answerGuard) field(raw string) (string, error) {
 	return g.values(raw, vs, nil)
 }
 
-// values checks vs, the strings of raw, decoded, but those that are the
-// arguments of a call of skip, and returns raw with the redactions
-// spliced in (raw itself when nothing changed).
-func (g *answerGuard) values(raw string, vs []jsonstring.Value, skip []toolcalls.Call) (string, error) {
+// values checks vs, the strings of raw, decoded, but those starting at
+// an offset of skip (held back by a channel), and returns raw with the
+// redactions spliced in (raw itself when nothing changed).
+func (g *answerGuard) values(raw string, vs []jsonstring.Value, skip []int) (string, error) {
 	var changed []jsonstring.Value
 	var texts []string
 	for _, v := range vs {
-		if slices.ContainsFunc(skip, func(c toolcalls.Call) bool { return c.Start == v.Start }) {
+		if slices.Contains(skip, v.Start) {
 			continue
 		}
 		u := jsonstring.Unescape(v.Text)
@@ -276,7 +279,13 @@ func (g *answerGuard) callStrings(raw string, calls []toolcalls.Call) (string, e
 	if err != nil {
 		return raw, nil // Parse read it: never
 	}
-	return g.values(raw, vs, calls)
+	skip := make([]int, 0, len(calls))
+	for _, c := range calls {
+		if c.Start >= 0 {
+			skip = append(skip, c.Start)
+		}
+	}
+	return g.values(raw, vs, skip)
 }
 
 // dropLogprobs sets a choice's logprobs to null when the answer has text
@@ -560,6 +569,7 @@ func (g *answerGuard) flush(c *guardChannel) error {
 // returned: nothing of the chunk may be sent.
 func (g *answerGuard) chunk(ch *flexwayv1.ChatCompletionChunk) (drop bool, err error) {
 	g.last = ch
+	g.occ = g.occ[:0]
 	before := hasContent(ch)
 	keep := false // the chunk carries something besides held text
 	var args []toolcalls.Call
@@ -570,19 +580,48 @@ func (g *answerGuard) chunk(ch *flexwayv1.ChatCompletionChunk) (drop bool, err e
 		return false, err
 	}
 	for _, choice := range ch.GetChoices() {
-		g.dropLogprobs(choice.GetExtraFields())
-		if err := g.extras(choice.GetExtraFields(), "logprobs"); err != nil {
-			return false, err
-		}
 		idx, d := choice.GetIndex(), choice.GetDelta()
-		if d == nil {
-			continue
-		}
-		if slices.Contains(g.finished, idx) && deltaHasText(d) {
+		if slices.Contains(g.finished, idx) && (deltaHasText(d) || leafAfterFinish(choice.GetExtraFields(), true)) {
 			// its channels were flushed at the finish: text now would
 			// start a fresh hold-back, a card split across the finish
 			// released in two halves (attack pass)
 			return false, faults.New(faults.UpstreamError, "the upstream sent text for choice %d after its finish_reason", idx)
+		}
+		g.dropLogprobs(choice.GetExtraFields())
+		for k, v := range choice.GetExtraFields() {
+			if k == "logprobs" {
+				continue
+			}
+			var err error
+			if sp := leafFor(k, true, v); sp != nil && g.sc != nil {
+				err = g.leafField(idx, sp, choice.ExtraFields)
+			} else if r, ferr := g.field(v); ferr != nil {
+				err = ferr
+			} else if r != v {
+				choice.ExtraFields[k] = r
+			}
+			if err != nil {
+				return false, err
+			}
+		}
+		if d == nil {
+			if choice.FinishReason != nil {
+				g.finished = append(g.finished, idx)
+				if err := g.flushChoice(idx); err != nil {
+					return false, err
+				}
+			}
+			if g.pending(idx, false) {
+				d = &flexwayv1.ChatMessage{}
+				choice.Delta = d
+				g.write(idx, d, "", nil)
+			}
+			var df *map[string]string
+			if d != nil {
+				df = &d.ExtraFields
+			}
+			g.writeLeaves(idx, df, &choice.ExtraFields)
+			continue
 		}
 		keep = keep || d.GetRole() != ""
 		if s := d.GetText(); s != "" {
@@ -627,6 +666,12 @@ func (g *answerGuard) chunk(ch *flexwayv1.ChatCompletionChunk) (drop bool, err e
 					continue // a string: its channel holds it back
 				}
 			}
+			if sp := leafFor(k, false, v); sp != nil && g.sc != nil {
+				if err := g.leafField(idx, sp, d.ExtraFields); err != nil {
+					return false, err
+				}
+				continue
+			}
 			r, err := g.field(v)
 			if err != nil {
 				return false, err
@@ -639,7 +684,7 @@ func (g *answerGuard) chunk(ch *flexwayv1.ChatCompletionChunk) (drop bool, err e
 		args = args[:0]
 		if hasTools {
 			var perr error
-			if args, perr = toolcalls.Parse(raw, args); perr != nil {
+			if args, perr = deltaCalls(raw, args); perr != nil {
 				// Not OpenAI's shape: its arguments cannot join their
 				// channel's hold-back, and checked alone, chunk by
 				// chunk, a key split across this chunk and the next
@@ -650,7 +695,7 @@ func (g *answerGuard) chunk(ch *flexwayv1.ChatCompletionChunk) (drop bool, err e
 				return false, err
 			} else if raw != d.ExtraFields["tool_calls"] {
 				d.ExtraFields["tool_calls"] = raw
-				args, _ = toolcalls.Parse(raw, args[:0])
+				args, _ = deltaCalls(raw, args[:0])
 			}
 			for _, a := range args {
 				c := g.channel(idx, chanTool, a.Index)
@@ -669,15 +714,12 @@ func (g *answerGuard) chunk(ch *flexwayv1.ChatCompletionChunk) (drop bool, err e
 		}
 		if choice.FinishReason != nil {
 			g.finished = append(g.finished, idx)
-			for _, c := range g.chans {
-				if c.choice == idx {
-					if err := g.flush(c); err != nil {
-						return false, err
-					}
-				}
+			if err := g.flushChoice(idx); err != nil {
+				return false, err
 			}
 		}
 		g.write(idx, d, raw, args)
+		g.writeLeaves(idx, &d.ExtraFields, &choice.ExtraFields)
 	}
 	if before && !keep && !hasContent(ch) {
 		return true, nil
@@ -685,10 +727,56 @@ func (g *answerGuard) chunk(ch *flexwayv1.ChatCompletionChunk) (drop bool, err e
 	return false, nil
 }
 
+// unindexed is the channel of a stream delta's tool calls that carry no
+// "index" (OpenAI always sends one; some compatible upstreams do not).
+// They are one channel, in the order they come: a client keys a missing
+// index alike (openai-node accumulates tool_calls[undefined]), so an
+// entry's position, which differs from chunk to chunk, would split what
+// the client joins (second attack pass A12).
+const unindexed = -1
+
+// deltaCalls is [toolcalls.Parse] for a stream delta: a call without an
+// index gets [unindexed], not its position.
+func deltaCalls(raw string, dst []toolcalls.Call) ([]toolcalls.Call, error) {
+	n := len(dst)
+	dst, err := toolcalls.Parse(raw, dst)
+	for i := n; i < len(dst); i++ {
+		if dst[i].Unindexed {
+			dst[i].Index = unindexed
+		}
+	}
+	return dst, err
+}
+
+// flushChoice flushes every channel of choice idx (its finish_reason).
+func (g *answerGuard) flushChoice(idx int32) error {
+	for _, c := range g.chans {
+		if c.choice == idx {
+			if err := g.flush(c); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// pending reports whether a channel of choice idx has text to write:
+// a leaf channel of the choice itself with choiceLeaves, any other
+// otherwise.
+func (g *answerGuard) pending(idx int32, choiceLeaves bool) bool {
+	for _, c := range g.chans {
+		if c.choice == idx && c.hit && (c.kind == chanLeaf && c.leaf.choice) == choiceLeaves {
+			return true
+		}
+	}
+	return false
+}
+
 // deltaHasText reports whether d carries text a channel holds back:
-// content, text parts, reasoning, a refusal or tool calls.
+// content, text parts, reasoning, a refusal, tool calls or a held-back
+// field ([leafSpecs]).
 func deltaHasText(d *flexwayv1.ChatMessage) bool {
-	if d.GetText() != "" || len(d.GetParts().GetParts()) > 0 {
+	if d.GetText() != "" || len(d.GetParts().GetParts()) > 0 || leafAfterFinish(d.GetExtraFields(), false) {
 		return true
 	}
 	for _, f := range [...]string{"reasoning_content", "reasoning", "refusal", "tool_calls"} {
@@ -705,8 +793,8 @@ func (g *answerGuard) write(idx int32, d *flexwayv1.ChatMessage, raw string, arg
 	var toolTexts []string
 	var extra []string
 	for _, c := range g.chans {
-		if c.choice != idx || !c.hit {
-			continue
+		if c.choice != idx || !c.hit || c.kind == chanLeaf {
+			continue // leaf channels: writeLeaves
 		}
 		switch c.kind {
 		case chanContent:
@@ -754,7 +842,11 @@ func (g *answerGuard) write(idx int32, d *flexwayv1.ChatMessage, raw string, arg
 				}
 			}
 			if i < 0 && c.out != "" {
-				extra = append(extra, `{"index":`+strconv.Itoa(c.tool)+`,"function":{"arguments":`+quote(c.out)+`}}`)
+				index := ""
+				if c.tool != unindexed {
+					index = `"index":` + strconv.Itoa(c.tool) + ","
+				}
+				extra = append(extra, `{`+index+`"function":{"arguments":`+quote(c.out)+`}}`)
 			}
 		}
 		c.out, c.hit = "", false
@@ -810,6 +902,7 @@ func (g *answerGuard) end() (*flexwayv1.ChatCompletionChunk, error) {
 			out.Choices = append(out.Choices, choice)
 		}
 		g.write(c.choice, choice.Delta, "", nil)
+		g.writeLeaves(c.choice, &choice.Delta.ExtraFields, &choice.ExtraFields)
 	}
 	return out, nil
 }
@@ -828,6 +921,8 @@ func (g *answerGuard) streamTexts() []answerText {
 			t.loc = loc + channelField(c.kind)
 		case chanTool:
 			t.loc, t.isTool, t.tool = loc+"tool_calls["+strconv.Itoa(c.tool)+"].function.arguments", true, c.name
+		case chanLeaf:
+			t.loc = leafLoc(c)
 		}
 		t.set = func(s string) { g.replace(c, s) }
 		texts = append(texts, t)
@@ -857,6 +952,10 @@ func (g *answerGuard) streamTexts() []answerText {
 // replace sets channel c's text in the buffered chunks to s: the first
 // chunk that carries it gets s whole, the others nothing.
 func (g *answerGuard) replace(c *guardChannel, s string) {
+	if c.kind == chanLeaf {
+		g.replaceLeaf(c, s)
+		return
+	}
 	first := true
 	for _, ch := range g.ordered {
 		for _, choice := range ch.GetChoices() {
@@ -890,7 +989,7 @@ func (g *answerGuard) replace(c *guardChannel, s string) {
 				if !ok {
 					continue
 				}
-				args, _ := toolcalls.Parse(raw, nil)
+				args, _ := deltaCalls(raw, nil)
 				ts := make([]string, len(args))
 				for j, a := range args {
 					ts[j] = a.Arguments

@@ -38,6 +38,9 @@ type Call struct {
 	// function.arguments (an id, a type, a name): a stream delta holding
 	// it goes out even when its arguments are held back.
 	Other bool
+	// Unindexed is set when the call has no "index" field (Index is then
+	// its position).
+	Unindexed bool
 }
 
 // ErrNotJSON is Parse's error for a value that is not one JSON value.
@@ -118,7 +121,7 @@ func call(dec *json.Decoder, raw string, pos int, dst []Call) ([]Call, error) {
 		}
 		return dst, shape(at, "an object")
 	}
-	c := Call{Index: pos, Start: -1}
+	c := Call{Index: pos, Start: -1, Unindexed: true}
 	var seenIndex, seenFunction bool
 	for dec.More() {
 		tk, err := dec.Token()
@@ -143,7 +146,7 @@ func call(dec *json.Decoder, raw string, pos int, dst []Call) ([]Call, error) {
 				}
 				return dst, shape(at+".index", "an integer from 0 to 65536")
 			}
-			c.Index = i
+			c.Index, c.Unindexed = i, false
 		case "function":
 			if seenFunction {
 				return dst, shape(at, "an object with one function")

@@ -1,0 +1,154 @@
+package server
+
+import (
+	"strings"
+	"testing"
+
+	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
+	"github.com/flexway/flexway/server/faults"
+	"github.com/flexway/flexway/server/jsonstring"
+	"github.com/flexway/flexway/server/toolcalls"
+	"google.golang.org/protobuf/proto"
+)
+
+// leafCase is a streamed field a client concatenates: how a chunk carries
+// a piece of its text, and where the piece is in the field.
+type leafCase struct {
+	name   string
+	choice bool   // a field of the choice, not of its delta
+	field  string // the field
+	path   string // the text's path in it (jsonstring.Value.Path)
+	wrap   func(piece string) string
+}
+
+var leafCases = []leafCase{
+	{"choice text", true, "text", "", func(p string) string { return quote(p) }},
+	{"legacy function_call", false, "function_call", ".arguments", func(p string) string { return `{"arguments":` + quote(p) + `}` }},
+	{"reasoning object", false, "reasoning", ".text", func(p string) string { return `{"text":` + quote(p) + `}` }},
+	{"reasoning_details", false, "reasoning_details", "[0].text", func(p string) string {
+		return `[{"type":"reasoning.text","text":` + quote(p) + `,"index":0}]`
+	}},
+	{"reasoning_details without index", false, "reasoning_details", "[0].text", func(p string) string {
+		return `[{"type":"reasoning.text","text":` + quote(p) + `}]`
+	}},
+}
+
+func (lc leafCase) chunk(piece string) *flexwayv1.ChatCompletionChunk {
+	choice := &flexwayv1.ChatCompletionChunkChoice{Index: 0}
+	if lc.choice {
+		choice.ExtraFields = map[string]string{lc.field: lc.wrap(piece)}
+	} else {
+		choice.Delta = &flexwayv1.ChatMessage{ExtraFields: map[string]string{lc.field: lc.wrap(piece)}}
+	}
+	return &flexwayv1.ChatCompletionChunk{Id: "c1", Object: "chat.completion.chunk", Model: "m", Choices: []*flexwayv1.ChatCompletionChunkChoice{choice}}
+}
+
+// got is what a client concatenates of the field's text over what r got.
+func (lc leafCase) got(t *testing.T, r *recorder) string {
+	t.Helper()
+	var b strings.Builder
+	for _, ch := range r.sent {
+		for _, c := range ch.GetChoices() {
+			fields := c.GetDelta().GetExtraFields()
+			if lc.choice {
+				fields = c.GetExtraFields()
+			}
+			raw, ok := fields[lc.field]
+			if !ok {
+				continue
+			}
+			vs, err := jsonstring.Values(raw)
+			if err != nil {
+				t.Fatalf("%s: %s sent is not JSON: %s", lc.name, lc.field, raw)
+			}
+			for _, v := range vs {
+				if v.Path == lc.path && !v.Key && !v.Number {
+					b.WriteString(v.Text)
+				}
+			}
+		}
+	}
+	return b.String()
+}
+
+// TestStreamHeldBackFields: the streamed fields a client concatenates
+// besides content and tool_calls are held back like them (second attack
+// pass A11: a key split across two chunks of them passed, checked chunk
+// by chunk). A card split anywhere is redacted whole, whatever a chunk
+// ends on; a key split anywhere is refused before any of it goes out;
+// what the holder held at the finish goes out in the finish chunk.
+func TestStreamHeldBackFields(t *testing.T) {
+	const text = "pay 4111 1111 1111 1111 now"
+	const want = "pay [REDACTED:credit_card] now"
+	const key = "sk-proj-abcdefghijklmnopqrstuvwxyz0123"
+	for _, lc := range leafCases {
+		st := guardState(t, false, nil, redactCards)
+		for i := 1; i < len(text); i++ {
+			r, _, err := relayGuarded(t, st, nil, lc.chunk(text[:i]), lc.chunk(text[i:]), finishChunk(0))
+			if err != nil {
+				t.Fatalf("%s split at %d: %v", lc.name, i, err)
+			}
+			if got := lc.got(t, r); got != want {
+				t.Fatalf("%s split at %d: client reads %q, want %q\n%s", lc.name, i, got, want, r.wire())
+			}
+			if strings.Contains(r.wire(), "1111") {
+				t.Fatalf("%s split at %d: digits on the wire: %s", lc.name, i, r.wire())
+			}
+		}
+		st = guardState(t, false, nil, denySecrets)
+		line := "the key is " + key + " ok"
+		for i := 12; i < len("the key is ")+len(key); i++ {
+			r, _, err := relayGuarded(t, st, nil, lc.chunk(line[:i]), lc.chunk(line[i:]), finishChunk(0))
+			if f := faults.As(err); f == nil || f.Reason != faults.GuardrailViolation {
+				t.Fatalf("%s split at %d: err %v, want the secrets denial\n%s", lc.name, i, err, r.wire())
+			}
+			if strings.Contains(r.wire(), "sk-") {
+				t.Fatalf("%s split at %d: part of the key sent: %s", lc.name, i, r.wire())
+			}
+		}
+		// text of the field after the finish would start a fresh hold-back
+		st = guardState(t, false, nil, redactCards)
+		fin := lc.chunk("card 4111 1111 ")
+		fin.Choices[0].FinishReason = proto.String("stop")
+		if _, _, err := relayGuarded(t, st, nil, fin, lc.chunk("1111 1111 ok")); faults.As(err) == nil || faults.As(err).Reason != faults.UpstreamError {
+			t.Errorf("%s after the finish: err %v, want an upstream error", lc.name, err)
+		}
+	}
+}
+
+// TestStreamUnindexedToolCalls: tool call entries without an index are
+// one channel, whatever their position in a chunk (second attack pass
+// A12: the second entry of a chunk was channel 1 and a key split across
+// it and an earlier entry at position 0 passed), and are re-emitted
+// without an index the guard would have invented.
+func TestStreamUnindexedToolCalls(t *testing.T) {
+	mk := func(raw string) *flexwayv1.ChatCompletionChunk {
+		return &flexwayv1.ChatCompletionChunk{Id: "c1", Choices: []*flexwayv1.ChatCompletionChunkChoice{{Index: 0, Delta: &flexwayv1.ChatMessage{ExtraFields: map[string]string{"tool_calls": raw}}}}}
+	}
+	st := guardState(t, false, nil, denySecrets)
+	r, _, err := relayGuarded(t, st, nil,
+		mk(`[{"id":"a","type":"function","function":{"name":"f","arguments":"sk-proj-abcdefghij"}}]`),
+		mk(`[{"index":7,"function":{"arguments":""}},{"function":{"arguments":"klmnopqrstuvwxyz0123"}}]`), finishChunk(0))
+	if f := faults.As(err); f == nil || f.Reason != faults.GuardrailViolation || strings.Contains(r.wire(), "sk-") {
+		t.Errorf("err %v, sent %s", err, r.wire())
+	}
+	st = guardState(t, false, nil, redactCards)
+	r, _, err = relayGuarded(t, st, nil,
+		mk(`[{"id":"a","type":"function","function":{"name":"f","arguments":"{\"c\":\"4111 1111"}}]`),
+		mk(`[{"function":{"arguments":" 1111 1111\"}"}}]`), finishChunk(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.toolArgs(); got != `{"c":"[REDACTED:credit_card]"}` {
+		t.Errorf("client reads %q\n%s", got, r.wire())
+	}
+	for _, ch := range r.sent {
+		raw := ch.GetChoices()[0].GetDelta().GetExtraFields()["tool_calls"]
+		as, _ := toolcalls.Parse(raw, nil)
+		for _, a := range as {
+			if !a.Unindexed {
+				t.Errorf("an index was added: %s", raw)
+			}
+		}
+	}
+}
