@@ -67,9 +67,9 @@ type guardChannel struct {
 	unesc  *jsonstring.Unescaper // chanTool: the arguments' strings, decoded before the holder
 	name   string                // the tool call's function name, when seen
 	all    strings.Builder
-	out    string // released in the chunk being rewritten
-	hit    bool   // out is to be written into the chunk
-	done   bool   // flushed
+	out    string    // released in the chunk being rewritten
+	hit    bool      // out is to be written into the chunk
+	done   bool      // flushed
 	leaf   *leafSpec // chanLeaf: the field
 	member string    // chanLeaf: the member of the object or entry ("" for the field itself)
 }

@@ -16,7 +16,7 @@ func TestParse(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []Call{
-		{Index: 0, Name: "pay", Start: 71, End: 92, Arguments: `{"card":"4111"}`, Other: true},
+		{Index: 0, Name: "pay", Start: 71, End: 92, Arguments: `{"card":"4111"}`, Other: true, Unindexed: true},
 		{Index: 3, Start: 133, End: 136, Arguments: "x"},
 	}
 	if !reflect.DeepEqual(calls, want) {
