@@ -143,3 +143,39 @@ func BenchmarkBannedRE2Alternation4KiB(b *testing.B) {
 		_ = re.FindAllStringIndex(v.s, -1)
 	}
 }
+
+// BenchmarkHolderChunkNonASCII: a Holder fed 10-byte chunks of text that
+// is not ASCII (Japanese, em dashes, tag characters), per chunk: the
+// window's look-behind is rescanned on every push, so the cost of the
+// non-ASCII views bounds what a stream in small chunks costs per MiB.
+func BenchmarkHolderChunkNonASCII(b *testing.B) {
+	for _, tc := range []struct{ name, unit string }{
+		{"japanese", "日本語のテキストです。"},
+		{"emdash", "\u2014"},
+		{"tag", "\U000E0041"},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			s := benchScanner(b)
+			text := strings.Repeat(tc.unit, 4096/len(tc.unit))
+			var chunks []string
+			for t := text; len(t) > 0; {
+				k := min(len(t), 10)
+				chunks = append(chunks, t[:k])
+				t = t[k:]
+			}
+			h := s.NewHolder()
+			i := 0
+			b.SetBytes(10)
+			b.ReportAllocs()
+			for b.Loop() {
+				h.Push(chunks[i])
+				i++
+				if i == len(chunks) {
+					h.Flush()
+					h = s.NewHolder()
+					i = 0
+				}
+			}
+		})
+	}
+}

@@ -198,7 +198,8 @@ func contextStart(buf string, rel int) int {
 		}
 		r, w := utf8.DecodeLastRuneInString(buf[:i])
 		i -= w
-		if !ignorable(r) && !isMark(r) {
+		// a tag character is read as ASCII: it counts
+		if simpleOf(buf[i:]).ok(true) || (r >= 0xE0020 && r <= 0xE007E) || !ignorable(r) && !isMark(r) {
 			cnt++
 		}
 	}

@@ -3,6 +3,7 @@ package guardrail
 import (
 	"encoding/binary"
 	"sort"
+	"sync/atomic"
 	"unicode"
 	"unicode/utf8"
 	"unsafe"
@@ -435,11 +436,19 @@ func build(text string, fold, sep bool) view {
 			k++
 		}
 		part := text[i:k]
-		it.InitString(form, part)
 		prev := 0
+		if !noSimpleRunes {
+			prev = b.simpleRunes(i, part)
+		}
+		if prev == len(part) {
+			i = k
+			continue
+		}
+		it.InitString(form, part[prev:])
+		base := prev
 		for !it.Done() {
 			seg := it.Next()
-			p := it.Pos()
+			p := base + it.Pos()
 			b.segment(i+prev, part[prev:p], seg)
 			prev = p
 		}
@@ -524,4 +533,154 @@ func HeadEnd(s string, n int) (end, got int) {
 		i += sz
 	}
 	return len(s), got
+}
+
+// noSimpleRunes turns the rune table off (tests: the views must be the
+// same without it).
+var noSimpleRunes bool
+
+// simpleRunes adds the leading runes of part (at original offset o) that
+// are each a normalisation segment of their own, from the rune table,
+// and returns how many bytes it added: the rest goes through norm.Iter.
+// A rune is taken only when the rune after it is simple too (or part ends
+// after it), so no following mark or jamo can join its segment. The
+// first byte of part may be the ASCII byte before a non-ASCII stretch.
+func (b *builder) simpleRunes(o int, part string) int {
+	p := 0
+	if part[0] < utf8.RuneSelf {
+		if len(part) == 1 || !simpleOf(part[1:]).ok(b.fold) {
+			return 0
+		}
+		b.asciiRun(o, part[:1])
+		p = 1
+	}
+	cur := simpleOf(part[p:])
+	for p < len(part) && cur.ok(b.fold) {
+		sz := cur.size()
+		var next simpleRune
+		if p+sz < len(part) {
+			next = simpleOf(part[p+sz:])
+			if !next.ok(b.fold) {
+				return p
+			}
+		}
+		r := cur.out(b.fold)
+		src := part[p : p+sz]
+		switch {
+		case b.fold && r == ' ':
+			if !b.space {
+				b.space = true
+				b.addSeg(o+p, sz, []byte{' '})
+			}
+		case b.fold:
+			b.space = false
+			fallthrough
+		default:
+			var w [utf8.UTFMax]byte
+			n := utf8.EncodeRune(w[:], r)
+			if string(w[:n]) == src {
+				b.addPos(o+p, src)
+			} else {
+				b.addSeg(o+p, sz, w[:n])
+			}
+		}
+		p += sz
+		cur = next
+	}
+	return p
+}
+
+// simpleRune is a rune's entry in the rune table: a rune that begins a
+// normalisation segment (a boundary before it in NFKC and NFKD), so that
+// it is a segment of its own when the rune after it is simple too, and
+// whose segment is one rune in a view (not dropped,
+// not a mark, not several runes): its size in UTF-8 (bits 0–2), whether
+// it is simple in the NFKC view (bit 3) and the folded one (bit 4), and
+// its output in each (bits 8–28, 32–52). The zero value is not simple.
+type simpleRune uint64
+
+func (e simpleRune) size() int { return int(e & 7) }
+
+func (e simpleRune) ok(fold bool) bool {
+	if fold {
+		return e&16 != 0
+	}
+	return e&8 != 0
+}
+
+func (e simpleRune) out(fold bool) rune {
+	if fold {
+		return rune(e>>32) & 0x1FFFFF
+	}
+	return rune(e>>8) & 0x1FFFFF
+}
+
+// simpleBlocks is the rune table, filled a block of 256 runes at a time
+// on first use (a Scanner is shared: atomic). It covers the BMP, the
+// SMP and the tag block (U+E0000–U+E00FF, index 512): at most 513 blocks
+// of 2 KiB; other runes take norm.Iter.
+var simpleBlocks [513]atomic.Pointer[[256]simpleRune]
+
+// simpleOf is the entry of the rune s begins with (its size filled in).
+func simpleOf(s string) simpleRune {
+	r, sz := utf8.DecodeRuneInString(s)
+	if r == utf8.RuneError && sz == 1 {
+		return 0
+	}
+	k := int(r >> 8)
+	switch {
+	case r < 0x20000:
+	case r >= 0xE0000 && r <= 0xE00FF:
+		k = 512
+	default:
+		return 0
+	}
+	blk := simpleBlocks[k].Load()
+	if blk == nil {
+		blk = simpleBlock(r &^ 0xFF)
+		simpleBlocks[k].Store(blk)
+	}
+	return blk[r&0xFF]
+}
+
+// simpleBlock computes the entries of the runes [first, first+256), by
+// running each alone through the same segment code the views use.
+func simpleBlock(first rune) *[256]simpleRune {
+	var blk [256]simpleRune
+	for i := range blk {
+		r := first + rune(i)
+		if r < utf8.RuneSelf || !utf8.ValidRune(r) {
+			continue
+		}
+		src := string(r)
+		c, d := norm.NFKC.PropertiesString(src), norm.NFKD.PropertiesString(src)
+		if !c.BoundaryBefore() || !d.BoundaryBefore() {
+			continue // it may join the segment before it
+		}
+		e := simpleRune(len(src))
+		for _, fold := range [2]bool{false, true} {
+			form := norm.NFKC
+			if fold {
+				form = norm.NFKD
+			}
+			seg := form.String(src)
+			if form.String(src+"a") != seg+"a" {
+				continue // not a segment of its own after all
+			}
+			b := builder{fold: fold}
+			b.segment(0, src, []byte(seg))
+			out := string(b.b)
+			if b.dropped || utf8.RuneCountInString(out) != 1 {
+				continue
+			}
+			o, _ := utf8.DecodeRuneInString(out)
+			if fold {
+				e |= 16 | simpleRune(o)<<32
+			} else {
+				e |= 8 | simpleRune(o)<<8
+			}
+		}
+		blk[i] = e
+	}
+	return &blk
 }
