@@ -984,7 +984,11 @@ var cardSeps = func() (t [256]bool) {
 // networks' IIN ranges, as ISO/IEC 7812 registers them): Visa 4 (13, 16
 // or 19 digits); Mastercard 51–55 and 2221–2720 (16); Amex 34, 37 (15);
 // Diners 300–305, 309, 36, 38, 39 (14–19); JCB 3528–3589 (16–19);
-// Discover 6011, 644–649, 65, UnionPay 62 and Maestro 50, 56–69 (13–19).
+// Discover 6011, 644–649, 65, UnionPay 62 and Maestro 50, 56–69 (13–19);
+// Mir 2200–2204 (16–19); UATP 1 (15); RuPay 60, 65, 81, 82 (16); Troy
+// 9792 and Humo 9860 (16). Maestro's 12-digit cards are left out: the
+// rule's cards are 13 to 19 digits, and twelve digits are too many
+// other numbers.
 // A Luhn-valid run of the wrong length (18 digits from 37, 14 from 55) is
 // no card.
 func issuer(dg []byte) bool {
@@ -1001,8 +1005,17 @@ func issuer(dg []byte) bool {
 		return true // Maestro 50, 56–59
 	case '6':
 		return true
+	case '1':
+		return n == 15 // UATP
 	case '2':
+		if p4 >= 2200 && p4 <= 2204 {
+			return n >= 16 // Mir
+		}
 		return p4 >= 2221 && p4 <= 2720 && n == 16
+	case '8':
+		return (p2 == 81 || p2 == 82) && n == 16 // RuPay
+	case '9':
+		return (p4 == 9792 || p4 == 9860) && n == 16 // Troy, Humo
 	case '3':
 		switch {
 		case p2 == 34 || p2 == 37:

@@ -84,6 +84,11 @@ func TestFindEntities(t *testing.T) {
 		// Visa): both, redacted as one
 		{"6011 1111 1111 1117 4111 1111 1111 1111", []hit{{"6011 1111 1111 1117", "credit_card"}, {"4111 1111 1111 1111", "credit_card"}}},
 		{"no issuer 9111111111111111", nil}, // Luhn ok? no issuer anyway
+		// Mir, Troy, Humo, UATP, RuPay (second attack pass A4: none was an
+		// issuer); the wrong lengths are no card
+		{"mir 2200 0000 0000 0004, 2204000000000000 troy 9792000000000003 humo 9860 0000 0000 0000", []hit{{"2200 0000 0000 0004", "credit_card"}, {"2204000000000000", "credit_card"}, {"9792000000000003", "credit_card"}, {"9860 0000 0000 0000", "credit_card"}}},
+		{"uatp 100000000000009 rupay 8100000000000002 8200000000000001", []hit{{"100000000000009", "credit_card"}, {"8100000000000002", "credit_card"}, {"8200000000000001", "credit_card"}}},
+		{"979200000000003 1000000000000008", nil},
 		{"call +44 20 7946 0958 now", []hit{{"+44 20 7946 0958", "phone"}}},
 		{"call +1 (555) 123-4567", []hit{{"+1 (555) 123-4567", "phone"}}},
 		{"call (555) 123-4567", []hit{{"(555) 123-4567", "phone"}}},
