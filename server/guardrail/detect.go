@@ -197,6 +197,36 @@ func (d *det) try(i, kind int, f func(int) int) int {
 	return e
 }
 
+// hasPrefixFold is hasPrefix in any case; p is lower case.
+func (d *det) hasPrefixFold(i int, p string) bool {
+	for k := 0; k < len(p); k++ {
+		if d.at(i+k)|0x20 != p[k] {
+			return false
+		}
+	}
+	return true
+}
+
+// indexFold is strings.Index of the lower-case ASCII word in s, in any
+// case.
+func indexFold(s, word string) int {
+	for i := 0; i+len(word) <= len(s); i++ {
+		k := strings.IndexByte(s[i:len(s)-len(word)+1], word[0]&^0x20)
+		l := strings.IndexByte(s[i:len(s)-len(word)+1], word[0])
+		if k < 0 || l >= 0 && l < k {
+			k = l
+		}
+		if k < 0 {
+			return -1
+		}
+		i += k
+		if strings.EqualFold(s[i:i+len(word)], word) {
+			return i
+		}
+	}
+	return -1
+}
+
 func (d *det) hasPrefix(i int, p string) bool {
 	for k := 0; k < len(p); k++ {
 		if d.at(i+k) != p[k] {
@@ -692,37 +722,53 @@ func (d *det) pem(i int) int {
 }
 
 // armour reads a PEM armour line's "-----BEGIN <label>-----" (word:
-// "begin" or "end") from its first dash at i and returns its end.
+// "begin" or "end") from its first dash at i and returns its end. Four
+// to sixteen dashes; spaces, tabs and line breaks anywhere between the
+// dashes and the words ("-----BEGIN  PRIVATE\tKEY-----", "BEGIN
+// PRIVATE\nKEY": second attack pass A3), at most armourSpace bytes of
+// them in a row.
 func (d *det) armour(i int, word string) (int, bool) {
 	j := i
-	for d.at(j) == '-' && j-i < 8 {
+	for d.at(j) == '-' && j-i < 16 {
 		j++
 	}
 	if j-i < 4 {
 		return 0, false
 	}
-	for d.at(j) == ' ' && j-i < 12 {
-		j++
-	}
+	j = d.armourSpace(j)
 	for k := 0; k < len(word); k++ {
 		if d.at(j+k)|0x20 != word[k] {
 			return 0, false
 		}
 	}
 	j += len(word)
-	if d.at(j) != ' ' {
+	if !isArmourSpace(d.at(j)) {
 		return 0, false
 	}
-	l := j
-	for j-l <= 48 && (d.cls(j)&(bUpper|bLower|bDigit) != 0 || d.at(j) == ' ') {
+	// the label: words separated by whitespace, read as one space each
+	var label [64]byte
+	n := 0
+	for n < len(label) {
+		k := d.armourSpace(j)
+		if k > j {
+			label[n] = ' '
+			n++
+			j = k
+			continue
+		}
+		if d.cls(j)&(bUpper|bLower|bDigit) == 0 {
+			break
+		}
+		label[n] = d.s[j] | 0x20
+		n++
 		j++
 	}
-	label := strings.TrimSpace(d.s[l:j])
-	if !hasSuffixFold(label, "private key") && !hasSuffixFold(label, "private key block") {
+	l := strings.TrimSpace(string(label[:n]))
+	if !strings.HasSuffix(l, "private key") && !strings.HasSuffix(l, "private key block") {
 		return 0, false
 	}
 	k := j
-	for d.at(k) == '-' && k-j < 8 {
+	for d.at(k) == '-' && k-j < 16 {
 		k++
 	}
 	if k-j < 4 {
@@ -731,20 +777,29 @@ func (d *det) armour(i int, word string) (int, bool) {
 	return k, true
 }
 
-func hasSuffixFold(s, suffix string) bool {
-	return len(s) >= len(suffix) && strings.EqualFold(s[len(s)-len(suffix):], suffix)
+// armourSpace is the end of the run of whitespace from j inside an
+// armour line (j when none), at most 8 bytes.
+func (d *det) armourSpace(j int) int {
+	k := j
+	for k-j < 8 && isArmourSpace(d.at(k)) {
+		k++
+	}
+	return k
 }
+
+func isArmourSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
 
 // putty matches a PuTTY private key file (.ppk) from its
 // "PuTTY-User-Key-File-" header to the end of its Private-MAC line, or
 // to pemMax; i is the dash after PuTTY.
 func (d *det) putty(i int) int {
-	if i < 5 || !strings.EqualFold(d.s[i-5:i], "putty") || !d.hasPrefix(i, "-User-Key-File-") {
+	if i < 5 || !strings.EqualFold(d.s[i-5:i], "putty") || !d.hasPrefixFold(i, "-user-key-file-") {
 		return -1
 	}
 	lim := min(len(d.s), i-5+pemMax)
 	body := d.s[i:lim]
-	if x := strings.Index(body, "Private-MAC:"); x >= 0 {
+	if x := indexFold(body, "private-mac:"); x >= 0 {
 		e := i + x + len("Private-MAC:")
 		for e < lim && d.s[e] != '\n' && d.s[e] != '\r' {
 			e++
