@@ -789,7 +789,6 @@ func (d *det) armourSpace(j int) int {
 
 func isArmourSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
-
 // putty matches a PuTTY private key file (.ppk) from its
 // "PuTTY-User-Key-File-" header to the end of its Private-MAC line, or
 // to pemMax; i is the dash after PuTTY.
