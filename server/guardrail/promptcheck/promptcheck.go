@@ -286,7 +286,12 @@ func (c *checking) scan(sc *guardrail.Scanner) error {
 	if sc == nil {
 		return nil
 	}
-	var deny *guardrail.Rule
+	// the parts of a message joined first: a match across two parts
+	// decides before a smaller one inside either (the tail of an IBAN
+	// split over two parts is a phone alone, and redacted as one it hid
+	// the IBAN, whose country and bank code stayed in clear: second
+	// attack pass A9)
+	deny := c.acrossParts(sc)
 	var ms []guardrail.Match
 	for i := range c.texts {
 		t := &c.texts[i]
@@ -309,9 +314,6 @@ func (c *checking) scan(sc *guardrail.Scanner) error {
 		if redact && deny == nil {
 			t.text, t.changed = guardrail.Redacted(t.text, ms), true
 		}
-	}
-	if deny == nil {
-		deny = c.acrossParts(sc)
 	}
 	if deny == nil {
 		deny = c.acrossMessages(sc)
@@ -374,7 +376,8 @@ const window = 128
 // the first window characters of the second, joined by a line break, as the
 // model reads one after the other. A phrase split across them ("please
 // ignore all" | "previous instructions") is one; a card is not (a line
-// break ends its groups). It runs after acrossParts. It returns the first
+// break ends its groups). It runs after acrossParts and the texts' own
+// checks. It returns the first
 // denying rule, nil when none.
 func (c *checking) acrossMessages(sc *guardrail.Scanner) *guardrail.Rule {
 	// units[k]: the indices in c.texts of one message's texts, in order

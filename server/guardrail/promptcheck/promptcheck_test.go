@@ -484,6 +484,18 @@ func TestAcrossParts(t *testing.T) {
 	if got := ps[0].GetText() + "|" + ps[1].GetText() + "|" + ps[2].GetText(); got != "pay [REDACTED:credit_card]| now| and [REDACTED:credit_card]" {
 		t.Errorf("parts = %q", got)
 	}
+	// an IBAN split over two parts whose tail alone is a phone: the
+	// joined match decides (second attack pass A9: the tail was redacted
+	// as a phone and "DE89 3704 0044" stayed in clear)
+	st = state(t, config.Policy{Name: "pii", Guardrails: rules(config.GuardrailRule{Type: "pii", Action: "redact"})})
+	req = &flexwayv1.CreateChatCompletionRequest{Model: "m", Messages: []*flexwayv1.ChatMessage{partsMsg("iban DE89 3704 0044 ", "0532 0130 00 ok")}}
+	if err := check(t.Context(), st, req); err != nil {
+		t.Fatal(err)
+	}
+	ps = req.Messages[0].GetParts().Parts
+	if got := ps[0].GetText() + "|" + ps[1].GetText(); got != "iban [REDACTED:iban]| ok" {
+		t.Errorf("parts = %q", got)
+	}
 	st = state(t, config.Policy{Name: "no-injection", Guardrails: rules(config.GuardrailRule{Type: "injection", Action: "deny"})})
 	var fe *faults.Error
 	// with a space, and without one: chat templates render parts on
