@@ -89,6 +89,9 @@ func TestFindEntities(t *testing.T) {
 		{"mir 2200 0000 0000 0004, 2204000000000000 troy 9792000000000003 humo 9860 0000 0000 0000", []hit{{"2200 0000 0000 0004", "credit_card"}, {"2204000000000000", "credit_card"}, {"9792000000000003", "credit_card"}, {"9860 0000 0000 0000", "credit_card"}}},
 		{"uatp 100000000000009 rupay 8100000000000002 8200000000000001", []hit{{"100000000000009", "credit_card"}, {"8100000000000002", "credit_card"}, {"8200000000000001", "credit_card"}}},
 		{"979200000000003 1000000000000008", nil},
+		// tag characters read as the ASCII they shadow inside a card and an
+		// email too, not only in phrases (second attack pass A5)
+		{"4000\U000E00200000\U000E00200000\U000E00200002 bob\U000E0040example.com", []hit{{"4000\U000E00200000\U000E00200000\U000E00200002", "credit_card"}, {"bob\U000E0040example.com", "email"}}},
 		{"call +44 20 7946 0958 now", []hit{{"+44 20 7946 0958", "phone"}}},
 		{"call +1 (555) 123-4567", []hit{{"+1 (555) 123-4567", "phone"}}},
 		{"call (555) 123-4567", []hit{{"(555) 123-4567", "phone"}}},
