@@ -214,14 +214,30 @@ func contextStart(buf string, rel int) int {
 	// and buf is cut at a window start), so the parity of the run before
 	// i, counted within buf, is the stream's; the walk covers at most
 	// what the previous window released.
+	// nor inside a \uXXXX escape (the byte bound above can stop there,
+	// on a run of ignorable characters): start at its backslash
+	for b := i - 1; b >= 0 && b > i-6; b-- {
+		if buf[b] == '\\' {
+			if b+1 < len(buf) && buf[b+1] == 'u' && !escaped(buf, b) {
+				i = b
+			}
+			break
+		}
+	}
+	if escaped(buf, i) {
+		i--
+	}
+	return i
+}
+
+// escaped reports whether buf[i] follows an odd run of backslashes (an
+// escape's second byte, read from the run's start in buf).
+func escaped(buf string, i int) bool {
 	j := i
 	for j > 0 && buf[j-1] == '\\' {
 		j--
 	}
-	if (i-j)%2 == 1 {
-		i--
-	}
-	return i
+	return (i-j)%2 == 1
 }
 
 // contextMax bounds contextStart's walk, in bytes.
