@@ -594,7 +594,7 @@ func (g *answerGuard) chunk(ch *flexwayv1.ChatCompletionChunk) (drop bool, err e
 			}
 			var err error
 			if sp := leafFor(k, true, v); sp != nil && g.sc != nil {
-				err = g.leafField(idx, sp, choice.ExtraFields)
+				err = g.leafField(idx, sp, choice.ExtraFields, k)
 			} else if r, ferr := g.field(v); ferr != nil {
 				err = ferr
 			} else if r != v {
@@ -667,7 +667,7 @@ func (g *answerGuard) chunk(ch *flexwayv1.ChatCompletionChunk) (drop bool, err e
 				}
 			}
 			if sp := leafFor(k, false, v); sp != nil && g.sc != nil {
-				if err := g.leafField(idx, sp, d.ExtraFields); err != nil {
+				if err := g.leafField(idx, sp, d.ExtraFields, k); err != nil {
 					return false, err
 				}
 				continue
@@ -876,6 +876,10 @@ func (g *answerGuard) write(idx int32, d *flexwayv1.ChatMessage, raw string, arg
 // end flushes every channel not yet flushed (a stream that ended without
 // a choice's finish_reason): the chunk carrying what they held, or nil.
 func (g *answerGuard) end() (*flexwayv1.ChatCompletionChunk, error) {
+	// the chunk built here carries no string of the last chunk's fields
+	// (their spans are of that chunk: writing into them panicked, third
+	// attack pass B2)
+	g.occ = g.occ[:0]
 	var out *flexwayv1.ChatCompletionChunk
 	for _, c := range g.chans {
 		if c.done {

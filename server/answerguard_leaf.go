@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/flexway/flexway/server/faults"
 	"github.com/flexway/flexway/server/jsonstring"
 )
 
@@ -54,7 +55,7 @@ var leafSpecs = []*leafSpec{
 // the spec's), else nil.
 func leafFor(name string, choice bool, raw string) *leafSpec {
 	for _, sp := range leafSpecs {
-		if sp.field == name && sp.choice == choice {
+		if strings.EqualFold(sp.field, name) && sp.choice == choice {
 			if r := strings.TrimLeft(raw, " \t\r\n"); r != "" && r[0] == sp.open {
 				return sp
 			}
@@ -69,6 +70,7 @@ func leafFor(name string, choice bool, raw string) *leafSpec {
 type leafOcc struct {
 	c      *guardChannel
 	fields map[string]string
+	key    string // the field's name as the chunk spells it
 	v      jsonstring.Value
 }
 
@@ -92,22 +94,45 @@ func (g *answerGuard) leafChannel(choice int32, sp *leafSpec, entry int, member 
 // now; the channels' releases are written by writeLeaves). Array entries
 // without an integer index share one channel, in the order they come
 // (what a client that concatenates them reads). A denial is returned.
-func (g *answerGuard) leafField(choice int32, sp *leafSpec, fields map[string]string) error {
-	raw := fields[sp.field]
+func (g *answerGuard) leafField(choice int32, sp *leafSpec, fields map[string]string, key string) error {
+	for k, v := range fields {
+		if k != key && leafFor(k, sp.choice, v) == sp {
+			// "function_call" and "Function_call" in one delta: which one
+			// a client reads is its own choice
+			return faults.New(faults.UpstreamError, "the upstream sent %s twice in one chunk, spelled %q and %q, which the response guardrails cannot hold back", sp.field, key, k)
+		}
+	}
+	raw := fields[key]
 	vs, err := jsonstring.Values(raw)
 	if err != nil {
 		r, err := g.text(raw)
 		if err == nil && r != raw {
-			fields[sp.field] = r
+			fields[key] = r
 		}
 		return err
 	}
 	var texts []int // starts of the text strings
+	type slot struct {
+		entry  string // the entry's path
+		member string
+	}
+	var seen []slot
 	for _, v := range vs {
 		entry, member, ok := leafPath(sp, v, vs)
 		if !ok {
 			continue
 		}
+		if entry == badIndex {
+			return faults.New(faults.UpstreamError, "the upstream sent a %s entry whose index is no integer from 0 to 65536, which the response guardrails cannot hold back", sp.field)
+		}
+		// one text per member: a duplicated key ("text" twice, "Text" and
+		// "text") is read first-wins by some clients and last-wins by
+		// others, so no hold-back can be what all of them read
+		sl := slot{v.Path[:max(0, strings.LastIndexByte(v.Path, '.'))], member}
+		if slices.Contains(seen, sl) {
+			return faults.New(faults.UpstreamError, "the upstream sent a %s with its %s twice, which the response guardrails cannot hold back", sp.field, member)
+		}
+		seen = append(seen, sl)
 		c := g.leafChannel(choice, sp, entry, member)
 		if t, ok := typeOf(vs, v); ok {
 			c.name = t
@@ -115,7 +140,7 @@ func (g *answerGuard) leafField(choice int32, sp *leafSpec, fields map[string]st
 		if err := g.push(c, v.Text); err != nil {
 			return err
 		}
-		g.occ = append(g.occ, leafOcc{c: c, fields: fields, v: v})
+		g.occ = append(g.occ, leafOcc{c: c, fields: fields, key: key, v: v})
 		texts = append(texts, v.Start)
 	}
 	r, err := g.values(raw, vs, texts)
@@ -124,7 +149,7 @@ func (g *answerGuard) leafField(choice int32, sp *leafSpec, fields map[string]st
 	}
 	if r != raw {
 		// spans of the text strings moved: find them again
-		fields[sp.field] = r
+		fields[key] = r
 		nv, _ := jsonstring.Values(r)
 		k := len(g.occ) - len(texts)
 		for _, v := range nv {
@@ -149,7 +174,9 @@ func leafPath(sp *leafSpec, v jsonstring.Value, vs []jsonstring.Value) (int, str
 		return 0, "", v.Path == ""
 	case '{':
 		for _, m := range sp.members {
-			if v.Path == "."+m {
+			// member names in any case: encoding/json clients match them
+			// so (third attack pass B3)
+			if len(v.Path) == len(m)+1 && v.Path[0] == '.' && strings.EqualFold(v.Path[1:], m) {
 				return 0, m, true
 			}
 		}
@@ -163,20 +190,30 @@ func leafPath(sp *leafSpec, v jsonstring.Value, vs []jsonstring.Value) (int, str
 	if end < 0 || end+1 >= len(v.Path) || v.Path[end+1] != '.' {
 		return 0, "", false
 	}
-	m := v.Path[end+2:]
-	if !slices.Contains(sp.members, m) {
+	k := slices.IndexFunc(sp.members, func(m string) bool { return strings.EqualFold(v.Path[end+2:], m) })
+	if k < 0 {
 		return 0, "", false
 	}
 	entry := -1
+	prefix := v.Path[:end+1]
 	for _, w := range vs {
-		if w.Number && w.Path == v.Path[:end+1]+".index" {
-			if i, err := strconv.Atoi(w.Text); err == nil && i >= 0 && i <= 1<<16 {
-				entry = i
-			}
+		if w.Key || len(w.Path) != len(prefix)+len(".index") || !strings.HasPrefix(w.Path, prefix) || !strings.EqualFold(w.Path[len(prefix):], ".index") {
+			continue
 		}
+		i, err := strconv.Atoi(w.Text)
+		if !w.Number || err != nil || i < 0 || i > 1<<16 {
+			// "1.0" or "1", which a client may key as entry 1: no channel
+			// can say which entry it joins (third attack pass B4)
+			return badIndex, sp.members[k], true
+		}
+		entry = i
 	}
-	return entry, m, true
+	return entry, sp.members[k], true
 }
+
+// badIndex is leafPath's entry for an entry whose index is no integer
+// from 0 to 65536.
+const badIndex = -2
 
 // typeOf is the "type" string of the array entry v is in, if any.
 func typeOf(vs []jsonstring.Value, v jsonstring.Value) (string, bool) {
@@ -222,10 +259,10 @@ func (g *answerGuard) writeLeaves(idx int32, delta, cf *map[string]string) {
 			if edits[fp] == nil {
 				edits[fp] = map[string]*edit{}
 			}
-			e := edits[fp][c.leaf.field]
+			e := edits[fp][o.key]
 			if e == nil {
 				e = &edit{}
-				edits[fp][c.leaf.field] = e
+				edits[fp][o.key] = e
 			}
 			t := ""
 			if first {
@@ -327,7 +364,13 @@ func (g *answerGuard) replaceLeaf(c *guardChannel, s string) {
 			if !c.leaf.choice {
 				fields = choice.GetDelta().GetExtraFields()
 			}
-			raw, ok := fields[c.leaf.field]
+			key := ""
+			for k, v := range fields {
+				if leafFor(k, c.leaf.choice, v) == c.leaf {
+					key = k
+				}
+			}
+			raw, ok := fields[key]
 			if !ok {
 				continue
 			}
@@ -349,7 +392,7 @@ func (g *answerGuard) replaceLeaf(c *guardChannel, s string) {
 				hit, ts = append(hit, v), append(ts, t)
 			}
 			if hit != nil {
-				fields[c.leaf.field] = jsonstring.Splice(raw, hit, ts)
+				fields[key] = jsonstring.Splice(raw, hit, ts)
 			}
 		}
 	}

@@ -31,6 +31,12 @@ var leafCases = []leafCase{
 	{"reasoning_details without index", false, "reasoning_details", "[0].text", func(p string) string {
 		return `[{"type":"reasoning.text","text":` + quote(p) + `}]`
 	}},
+	// names in another case, which encoding/json clients read as the
+	// real ones (third attack pass B3)
+	{"Function_Call.Arguments", false, "Function_Call", ".Arguments", func(p string) string { return `{"Arguments":` + quote(p) + `}` }},
+	{"reasoning_details Text", false, "reasoning_details", "[0].Text", func(p string) string {
+		return `[{"Index":0,"Text":` + quote(p) + `}]`
+	}},
 }
 
 func (lc leafCase) chunk(piece string) *flexwayv1.ChatCompletionChunk {
@@ -53,17 +59,19 @@ func (lc leafCase) got(t *testing.T, r *recorder) string {
 			if lc.choice {
 				fields = c.GetExtraFields()
 			}
-			raw, ok := fields[lc.field]
-			if !ok {
-				continue
-			}
-			vs, err := jsonstring.Values(raw)
-			if err != nil {
-				t.Fatalf("%s: %s sent is not JSON: %s", lc.name, lc.field, raw)
-			}
-			for _, v := range vs {
-				if v.Path == lc.path && !v.Key && !v.Number {
-					b.WriteString(v.Text)
+			// names in any case, as encoding/json clients read them
+			for k, raw := range fields {
+				if !strings.EqualFold(k, lc.field) {
+					continue
+				}
+				vs, err := jsonstring.Values(raw)
+				if err != nil {
+					t.Fatalf("%s: %s sent is not JSON: %s", lc.name, lc.field, raw)
+				}
+				for _, v := range vs {
+					if strings.EqualFold(v.Path, lc.path) && !v.Key && !v.Number {
+						b.WriteString(v.Text)
+					}
 				}
 			}
 		}
@@ -105,6 +113,13 @@ func TestStreamHeldBackFields(t *testing.T) {
 			if strings.Contains(r.wire(), "sk-") {
 				t.Fatalf("%s split at %d: part of the key sent: %s", lc.name, i, r.wire())
 			}
+		}
+		// a stream that ends without a finish_reason: what was held goes
+		// out in the chunk made at the end (it panicked: third attack
+		// pass B2)
+		r, _, err := relayGuarded(t, st, nil, lc.chunk("hello world"))
+		if err != nil || lc.got(t, r) != "hello world" {
+			t.Fatalf("%s ended without a finish: err %v, client reads %q\n%s", lc.name, err, lc.got(t, r), r.wire())
 		}
 		// text of the field after the finish would start a fresh hold-back
 		st = guardState(t, false, nil, redactCards)
@@ -149,6 +164,28 @@ func TestStreamUnindexedToolCalls(t *testing.T) {
 			if !a.Unindexed {
 				t.Errorf("an index was added: %s", raw)
 			}
+		}
+	}
+}
+
+// TestStreamHeldBackFieldsOddShapes: what no hold-back can match to what
+// every client reads ends the stream with an upstream error, unsent
+// (third attack pass B3, B4): an entry index that is no integer ("1.0",
+// "1"), a member twice in one object, the field twice in one delta
+// spelled in two cases.
+func TestStreamHeldBackFieldsOddShapes(t *testing.T) {
+	st := guardState(t, false, nil, redactCards)
+	for _, fields := range []map[string]string{
+		{"reasoning_details": `[{"index":1.0,"text":"sk-proj-abcdefghij"}]`},
+		{"reasoning_details": `[{"index":"1","text":"sk-proj-abcdefghij"}]`},
+		{"reasoning_details": `[{"index":0,"text":"a","Text":"b"}]`},
+		{"function_call": `{"arguments":"a","arguments":"b"}`},
+		{"function_call": `{"arguments":"a"}`, "Function_call": `{"arguments":"b"}`},
+	} {
+		ch := &flexwayv1.ChatCompletionChunk{Id: "c1", Choices: []*flexwayv1.ChatCompletionChunkChoice{{Index: 0, Delta: &flexwayv1.ChatMessage{ExtraFields: fields}}}}
+		r, _, err := relayGuarded(t, st, nil, ch, finishChunk(0))
+		if f := faults.As(err); f == nil || f.Reason != faults.UpstreamError || len(r.sent) != 0 {
+			t.Errorf("%v: err %v, sent %s", fields, err, r.wire())
 		}
 	}
 }
