@@ -664,8 +664,13 @@ func simpleBlock(first rune) *[256]simpleRune {
 				form = norm.NFKD
 			}
 			seg := form.String(src)
-			if form.String(src+"a") != seg+"a" {
-				continue // not a segment of its own after all
+			if form.String(src+"a") != seg+"a" || seg != "" &&
+				(!norm.NFKC.PropertiesString(seg).BoundaryBefore() || !norm.NFKD.PropertiesString(seg).BoundaryBefore()) {
+				// not a segment of its own after all, or one whose
+				// normal form may join the segment before it (a
+				// compatibility jamo is a conjoining one, which composes
+				// with the jamo before it: third attack pass B5)
+				continue
 			}
 			b := builder{fold: fold}
 			b.segment(0, src, []byte(seg))

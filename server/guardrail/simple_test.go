@@ -18,12 +18,12 @@ func TestSimpleRunesSameViews(t *testing.T) {
 	// every rune of the blocks that matter, alone, before a mark, a jamo,
 	// an ASCII letter and a space
 	var all strings.Builder
-	for _, rg := range [][2]rune{{0x80, 0x3000}, {0x3000, 0x3100}, {0x4E00, 0x4F00}, {0xAC00, 0xAD00}, {0xFE00, 0xFFFF}, {0x1D400, 0x1D800}, {0xE0000, 0xE0100}} {
+	for _, rg := range [][2]rune{{0x80, 0x3000}, {0x3000, 0x3100}, {0x4E00, 0x4F00}, {0xAC00, 0xAD00}, {0x3130, 0x3190}, {0xFE00, 0xFFFF}, {0x1D400, 0x1D800}, {0xE0000, 0xE0100}} {
 		for r := rg[0]; r < rg[1]; r++ {
 			if !utf8.ValidRune(r) {
 				continue
 			}
-			for _, after := range []string{"", "\u0301", "\u3099", "\u11A8", "\u1161", "a", " ", "\u200b", "4"} {
+			for _, after := range []string{"", "\u0301", "\u3099", "\u11A8", "\u1161", "\u314F", "\uFFC2", "\u3142\u3157", "a", " ", "\u200b", "4"} {
 				all.WriteString("x" + string(r) + after)
 			}
 		}
@@ -43,6 +43,23 @@ func TestSimpleRunesSameViews(t *testing.T) {
 		var b strings.Builder
 		for range 1 + rng.IntN(24) {
 			b.WriteRune(palette[rng.IntN(len(palette))])
+		}
+		texts = append(texts, b.String())
+	}
+	// and short texts of any runes of the BMP, the SMP and the tags
+	for range 20000 {
+		var b strings.Builder
+		for range 1 + rng.IntN(5) {
+			var r rune
+			switch rng.IntN(4) {
+			case 0:
+				r = 0xE0000 + rune(rng.IntN(0x100))
+			case 1:
+				r = 0x10000 + rune(rng.IntN(0x10000))
+			default:
+				r = 0x80 + rune(rng.IntN(0xFF80))
+			}
+			b.WriteRune(r)
 		}
 		texts = append(texts, b.String())
 	}
