@@ -723,13 +723,13 @@ func (d *det) pem(i int) int {
 
 // armour reads a PEM armour line's "-----BEGIN <label>-----" (word:
 // "begin" or "end") from its first dash at i and returns its end. Four
-// to sixteen dashes; spaces, tabs and line breaks anywhere between the
+// to 32 dashes; spaces, tabs and line breaks anywhere between the
 // dashes and the words ("-----BEGIN  PRIVATE\tKEY-----", "BEGIN
 // PRIVATE\nKEY": second attack pass A3), at most armourSpace bytes of
 // them in a row.
 func (d *det) armour(i int, word string) (int, bool) {
 	j := i
-	for d.at(j) == '-' && j-i < 16 {
+	for d.at(j) == '-' && j-i < 32 {
 		j++
 	}
 	if j-i < 4 {
@@ -742,18 +742,18 @@ func (d *det) armour(i int, word string) (int, bool) {
 		}
 	}
 	j += len(word)
-	if !isArmourSpace(d.at(j)) {
-		return 0, false
-	}
-	// the label: words separated by whitespace, read as one space each
+	// the label: its letters and digits, whatever separates its words
+	// (whitespace, '_', a single '-', or nothing: a zero-width space
+	// between them is dropped from the view; third attack pass B7)
 	var label [64]byte
 	n := 0
-	for n < len(label) {
-		k := d.armourSpace(j)
-		if k > j {
-			label[n] = ' '
-			n++
+	for l0 := j; n < len(label) && j-l0 < 128; {
+		if k := d.armourSpace(j); k > j {
 			j = k
+			continue
+		}
+		if c := d.at(j); c == '_' || c == '-' && d.at(j+1) != '-' {
+			j++
 			continue
 		}
 		if d.cls(j)&(bUpper|bLower|bDigit) == 0 {
@@ -763,12 +763,12 @@ func (d *det) armour(i int, word string) (int, bool) {
 		n++
 		j++
 	}
-	l := strings.TrimSpace(string(label[:n]))
-	if !strings.HasSuffix(l, "private key") && !strings.HasSuffix(l, "private key block") {
+	l := string(label[:n])
+	if !strings.HasSuffix(l, "privatekey") && !strings.HasSuffix(l, "privatekeyblock") {
 		return 0, false
 	}
 	k := j
-	for d.at(k) == '-' && k-j < 16 {
+	for d.at(k) == '-' && k-j < 32 {
 		k++
 	}
 	if k-j < 4 {
@@ -787,7 +787,9 @@ func (d *det) armourSpace(j int) int {
 	return k
 }
 
-func isArmourSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+func isArmourSpace(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'
+}
 
 // putty matches a PuTTY private key file (.ppk) from its
 // "PuTTY-User-Key-File-" header to the end of its Private-MAC line, or
@@ -1039,10 +1041,10 @@ var cardSeps = func() (t [256]bool) {
 // or 19 digits); Mastercard 51–55 and 2221–2720 (16); Amex 34, 37 (15);
 // Diners 300–305, 309, 36, 38, 39 (14–19); JCB 3528–3589 (16–19);
 // Discover 6011, 644–649, 65, UnionPay 62 and Maestro 50, 56–69 (13–19);
-// Mir 2200–2204 (16–19); UATP 1 (15); RuPay 60, 65, 81, 82 (16); Troy
-// 9792 and Humo 9860 (16). Maestro's 12-digit cards are left out: the
-// rule's cards are 13 to 19 digits, and twelve digits are too many
-// other numbers.
+// Mir 2200–2204 (16, 19); RuPay 60, 65, 81, 82 (16); Troy 9792 and Humo
+// 9860 (16). Left out: Maestro's 12-digit cards (the rule's cards are 13
+// to 19 digits, and twelve digits are too many other numbers) and UATP
+// (15 digits from 1: order numbers, timestamps and IMEIs are too).
 // A Luhn-valid run of the wrong length (18 digits from 37, 14 from 55) is
 // no card.
 func issuer(dg []byte) bool {
@@ -1059,11 +1061,11 @@ func issuer(dg []byte) bool {
 		return true // Maestro 50, 56–59
 	case '6':
 		return true
-	case '1':
-		return n == 15 // UATP
 	case '2':
 		if p4 >= 2200 && p4 <= 2204 {
-			return n >= 16 // Mir
+			// Mir: 16 or 19 digits (an 18-digit Chinese resident ID of
+			// Jilin starts 2201)
+			return n == 16 || n == 19
 		}
 		return p4 >= 2221 && p4 <= 2720 && n == 16
 	case '8':

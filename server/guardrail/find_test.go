@@ -87,8 +87,11 @@ func TestFindEntities(t *testing.T) {
 		// Mir, Troy, Humo, UATP, RuPay (second attack pass A4: none was an
 		// issuer); the wrong lengths are no card
 		{"mir 2200 0000 0000 0004, 2204000000000000 troy 9792000000000003 humo 9860 0000 0000 0000", []hit{{"2200 0000 0000 0004", "credit_card"}, {"2204000000000000", "credit_card"}, {"9792000000000003", "credit_card"}, {"9860 0000 0000 0000", "credit_card"}}},
-		{"uatp 100000000000009 rupay 8100000000000002 8200000000000001", []hit{{"100000000000009", "credit_card"}, {"8100000000000002", "credit_card"}, {"8200000000000001", "credit_card"}}},
-		{"979200000000003 1000000000000008", nil},
+		{"rupay 8100000000000002 8200000000000001", []hit{{"8100000000000002", "credit_card"}, {"8200000000000001", "credit_card"}}},
+		// UATP is left out (15 digits from 1: order numbers, timestamps,
+		// IMEIs), and so are 18-digit numbers from 2201 (Chinese resident
+		// IDs of Jilin; third attack pass B6)
+		{"979200000000003 1000000000000008 order #100000000000009 id 220102199003071231", nil},
 		// tag characters read as the ASCII they shadow inside a card and an
 		// email too, not only in phrases (second attack pass A5)
 		{"4000\U000E00200000\U000E00200000\U000E00200002 bob\U000E0040example.com", []hit{{"4000\U000E00200000\U000E00200000\U000E00200002", "credit_card"}, {"bob\U000E0040example.com", "email"}}},
@@ -137,6 +140,14 @@ func TestFindEntities(t *testing.T) {
 		{"-----BEGIN PRIVATE\nKEY-----\nMIIE\n-----END PRIVATE\nKEY----- x", []hit{{"-----BEGIN PRIVATE\nKEY-----\nMIIE\n-----END PRIVATE\nKEY-----", "secret"}}},
 		{"---------BEGIN PRIVATE KEY---------\nMIIE\n---------END PRIVATE KEY--------- x", []hit{{"---------BEGIN PRIVATE KEY---------\nMIIE\n---------END PRIVATE KEY---------", "secret"}}},
 		{"-----BEGIN  PUBLIC\tKEY-----\nMIIE", nil},
+		// and 17 dashes, a vertical tab, a zero-width space, '_' or '-'
+		// between the words, no space at all (third attack pass B7)
+		{strings.Repeat("-", 17) + "BEGIN PRIVATE KEY" + strings.Repeat("-", 17) + "\nMIIE", []hit{{strings.Repeat("-", 17) + "BEGIN PRIVATE KEY" + strings.Repeat("-", 17) + "\nMIIE", "secret"}}},
+		{"-----BEGIN\vPRIVATE\fKEY-----\nMIIE", []hit{{"-----BEGIN\vPRIVATE\fKEY-----\nMIIE", "secret"}}},
+		{"-----BEGIN\u200bPRIVATE KEY-----\nMIIE", []hit{{"-----BEGIN\u200bPRIVATE KEY-----\nMIIE", "secret"}}},
+		{"-----BEGIN RSA_PRIVATE_KEY-----\nMIIE -----BEGIN RSA-PRIVATE-KEY-----\nMIIE", []hit{{"-----BEGIN RSA_PRIVATE_KEY-----\nMIIE -----BEGIN RSA-PRIVATE-KEY-----\nMIIE", "secret"}}},
+		{"-----BEGIN PRIVATEKEY-----\nMIIE", []hit{{"-----BEGIN PRIVATEKEY-----\nMIIE", "secret"}}},
+		{"-----BEGIN PUBLIC-KEY-----\nMIIE", nil},
 		{"putty-user-key-file-2: ssh-rsa\nprivate-lines: 1\nAAAA\nprivate-mac: 0a1b\nrest", []hit{{"putty-user-key-file-2: ssh-rsa\nprivate-lines: 1\nAAAA\nprivate-mac: 0a1b", "secret"}}},
 		{"jwe eyJhbGciOiJkaXIiLCJlbmMiOiJBMjU2R0NNIn0..aXY.Y2lwaGVy.dGFn end", []hit{{"eyJhbGciOiJkaXIiLCJlbmMiOiJBMjU2R0NNIn0..aXY.Y2lwaGVy.dGFn", "secret"}}},
 		{"jwt eyJhbGciOiJIUzI1NiJ9." + strings.Repeat("eyJn", 2500) + ".c2ln end", []hit{{"eyJhbGciOiJIUzI1NiJ9." + strings.Repeat("eyJn", 2500) + ".c2ln", "secret"}}},
