@@ -134,6 +134,16 @@ type checking struct {
 	lastUser int // the last user message's index; -1: none
 	verdicts []call.GuardrailVerdict
 	ms       []guardrail.Match // across's matches, reused
+	// pending are the redactions of the parts of messages with two parts
+	// or more, applied with the matches across the parts (acrossParts):
+	// a match of a part and one across the parts redact their union
+	pending []textCut
+}
+
+// textCut is a redaction of c.texts[t]'s bytes [s, e), by with.
+type textCut struct {
+	t, s, e int
+	with    string
 }
 
 // chat collects the texts of a chat request; its error refuses tool_calls
@@ -286,13 +296,16 @@ func (c *checking) scan(sc *guardrail.Scanner) error {
 	if sc == nil {
 		return nil
 	}
-	// the parts of a message joined first: a match across two parts
-	// decides before a smaller one inside either (the tail of an IBAN
-	// split over two parts is a phone alone, and redacted as one it hid
-	// the IBAN, whose country and bank code stayed in clear: second
-	// attack pass A9)
-	deny := c.acrossParts(sc)
+	var deny *guardrail.Rule
 	var ms []guardrail.Match
+	// the parts of a message with two or more are redacted with the
+	// matches across them, the union of both (acrossParts): redacted
+	// first, a part's match hid a larger one across the parts (the tail
+	// of an IBAN split over two parts is a phone alone: second attack
+	// pass A9), and redacted after, a match across the parts cut one of a
+	// part (an email from a card's last group and "@example.com" in the
+	// next part: third attack pass B8)
+	parted := c.partedMessages()
 	for i := range c.texts {
 		t := &c.texts[i]
 		ms = sc.Find(t.text, ms[:0])
@@ -312,8 +325,19 @@ func (c *checking) scan(sc *guardrail.Scanner) error {
 			}
 		}
 		if redact && deny == nil {
+			if t.kind == part && parted[t.msg] {
+				for _, m := range ms {
+					if m.Rule.Action == guardrail.Redact && !m.Rule.Shadow {
+						c.pending = append(c.pending, textCut{i, m.Start, m.End, "[REDACTED:" + m.Entity + "]"})
+					}
+				}
+				continue
+			}
 			t.text, t.changed = guardrail.Redacted(t.text, ms), true
 		}
+	}
+	if deny == nil {
+		deny = c.acrossParts(sc)
 	}
 	if deny == nil {
 		deny = c.acrossMessages(sc)
@@ -322,6 +346,21 @@ func (c *checking) scan(sc *guardrail.Scanner) error {
 		return refuse(deny.Policy, deny.Type, "")
 	}
 	return nil
+}
+
+// partedMessages reports, by message index, the messages with two text
+// parts or more.
+func (c *checking) partedMessages() map[int]bool {
+	var parted map[int]bool
+	for i := 1; i < len(c.texts); i++ {
+		if c.texts[i].kind == part && c.texts[i-1].kind == part && c.texts[i].msg == c.texts[i-1].msg {
+			if parted == nil {
+				parted = map[int]bool{}
+			}
+			parted[c.texts[i].msg] = true
+		}
+	}
+	return parted
 }
 
 // acrossParts checks the text parts of each message joined, as the
@@ -352,7 +391,16 @@ func (c *checking) acrossParts(sc *guardrail.Scanner) *guardrail.Rule {
 				pieces = append(pieces, piece{t: k, from: 0, to: len(c.texts[k].text), at: b.Len()})
 				b.WriteString(c.texts[k].text)
 			}
-			if r := c.across(sc, b.String(), pieces, false, false, 0, -1); r != nil {
+			// the parts' own redactions go with the first join's
+			var own []textCut
+			if sep == "" {
+				for _, x := range c.pending {
+					if x.t >= i && x.t < j {
+						own = append(own, x)
+					}
+				}
+			}
+			if r := c.across(sc, b.String(), pieces, false, false, 0, -1, own); r != nil {
 				return r
 			}
 		}
@@ -458,7 +506,7 @@ func (c *checking) acrossMessages(sc *guardrail.Scanner) *guardrail.Rule {
 				}
 			}
 		}
-		if r := c.across(sc, string(b), pieces, cutStart, cutEnd, lo, hi); r != nil {
+		if r := c.across(sc, string(b), pieces, cutStart, cutEnd, lo, hi, nil); r != nil {
 			return r
 		}
 	}
@@ -482,12 +530,14 @@ type piece struct{ t, from, to, at int }
 // deny is returned; a redaction writes [REDACTED:<entity>] in the first
 // piece it touches and removes the rest of its span from the others.
 // cutStart and cutEnd say joined begins or ends inside a longer text: a
-// match touching that edge may be a cut word, and is left alone. With hi
+// match touching that edge may be a cut word, and is left alone. own are
+// redactions of the pieces' texts found in each alone, applied with the
+// matches across them (overlapping ones merged, the first tag kept). With hi
 // >= 0 (a boundary between messages, the head's first piece), only a
 // match from a piece at lo or after (the message just before it) into
 // the head is acted on: one that spans several boundaries is acted on
 // once, at its first.
-func (c *checking) across(sc *guardrail.Scanner, joined string, pieces []piece, cutStart, cutEnd bool, lo, hi int) *guardrail.Rule {
+func (c *checking) across(sc *guardrail.Scanner, joined string, pieces []piece, cutStart, cutEnd bool, lo, hi int, own []textCut) *guardrail.Rule {
 	pieceOf := func(off int) int { // the piece holding joined byte off, or the one before it
 		k := 0
 		for k+1 < len(pieces) && pieces[k+1].at <= off {
@@ -495,11 +545,8 @@ func (c *checking) across(sc *guardrail.Scanner, joined string, pieces []piece, 
 		}
 		return k
 	}
-	type cut struct {
-		t, s, e int // c.texts[t]'s bytes [s, e) go
-		with    string
-	}
-	var cuts []cut
+	type cut = textCut
+	cuts := own
 	c.ms = sc.Find(joined, c.ms[:0])
 	for _, m := range c.ms {
 		if cutStart && m.Start == 0 || cutEnd && m.End == len(joined) {

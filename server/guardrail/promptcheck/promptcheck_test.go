@@ -493,8 +493,26 @@ func TestAcrossParts(t *testing.T) {
 		t.Fatal(err)
 	}
 	ps = req.Messages[0].GetParts().Parts
-	if got := ps[0].GetText() + "|" + ps[1].GetText(); got != "iban [REDACTED:iban]| ok" {
+	if got := ps[0].GetText() + "|" + ps[1].GetText(); got != "iban [REDACTED:iban]|[REDACTED:phone] ok" && got != "iban [REDACTED:iban]| ok" {
 		t.Errorf("parts = %q", got)
+	}
+	// and a smaller match across the parts does not cut a part's own: an
+	// email made of a card's last group and "@example.com" in the next
+	// part left 12 of the card's digits in clear (third attack pass B8)
+	for _, parts := range [][]string{
+		{"card 4111 1111 1111 1111", "@example.com"},
+		{"DE89 3704 0044 0532 0130 00", "@example.com"},
+		{"4111 1111 1111 1111 and 5555 5555 5555 4444", "@x.com"},
+	} {
+		req = &flexwayv1.CreateChatCompletionRequest{Model: "m", Messages: []*flexwayv1.ChatMessage{partsMsg(parts...)}}
+		if err := check(t.Context(), st, req); err != nil {
+			t.Fatal(err)
+		}
+		ps = req.Messages[0].GetParts().Parts
+		got := ps[0].GetText() + "|" + ps[1].GetText()
+		if strings.ContainsAny(got, "0123456789") || strings.Contains(got, "example") {
+			t.Errorf("%q: parts = %q", parts, got)
+		}
 	}
 	st = state(t, config.Policy{Name: "no-injection", Guardrails: rules(config.GuardrailRule{Type: "injection", Action: "deny"})})
 	var fe *faults.Error
