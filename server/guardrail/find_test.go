@@ -485,6 +485,7 @@ func TestTailStartHeadEnd(t *testing.T) {
 		{"ab\u200b\u200bc\u0301", 2, "b\u200b\u200bc\u0301", "ab\u200b\u200b"},
 		{"a \u200b b", 3, "a \u200b b", "a \u200b b"},
 		{"héllo", 2, "lo", "hé"},
+		{"a¨¨¨﹏⁻b", 3, "a¨¨¨﹏⁻b", "a¨¨¨﹏⁻b"},
 		{"", 5, "", ""},
 	} {
 		st, got := TailStart(c.s, c.n)

@@ -3,6 +3,7 @@ package guardrail
 import (
 	"encoding/binary"
 	"sort"
+	"strings"
 	"sync/atomic"
 	"unicode"
 	"unicode/utf8"
@@ -457,13 +458,14 @@ func build(text string, fold, sep bool) view {
 	return view{s: string(b.b), runs: b.runs, olen: len(text), dropped: b.dropped}
 }
 
-// weight is how many characters the rune r counts for in a window the
-// rules read (see TailStart): 0 for what the views drop (ignorable
-// characters, combining marks) and for whitespace or a word joiner ('-',
-// '_', which the phrase rules fold to a space) next to another
-// (afterSpace: the last rune counted was one), 1 otherwise. space is the
-// state for the next rune.
-func weight(r rune, afterSpace bool) (n int, space bool) {
+// weight is how many characters the rune enc (one rune's UTF-8, r)
+// counts for in a window the rules read (see TailStart): what the folded
+// view makes of it alone, 0 for what it drops (ignorable characters,
+// combining marks) and for what it makes a space (whitespace, a word
+// joiner, a spacing diacritic such as ¨, whose NFKD is a space and a
+// mark: third attack pass B9) next to another (afterSpace: the last rune
+// counted was one), 1 otherwise. space is the state for the next rune.
+func weight(r rune, enc string, afterSpace bool) (n int, space bool) {
 	if r < utf8.RuneSelf {
 		switch {
 		case r == ' ' || joiner(byte(r)) || r >= '\t' && r <= '\r':
@@ -476,24 +478,27 @@ func weight(r rune, afterSpace bool) (n int, space bool) {
 		}
 		return 1, false
 	}
-	if r >= 0xFF01 && r <= 0xFF5E {
-		r -= 0xFEE0 // full width: NFKC's ASCII (－, ＿)
+	var out string
+	if e := simpleOf(enc); e.ok(true) {
+		if e.out(true) != ' ' {
+			return 1, false
+		}
+		out = " "
 	} else {
-		r = plainer(r) // a dash of any kind: '-'
-	}
-	if r < utf8.RuneSelf {
-		return weight(r, afterSpace)
+		b := builder{fold: true}
+		b.segment(0, enc, []byte(norm.NFKD.String(enc)))
+		out = string(b.b)
 	}
 	switch {
-	case ignorable(r) || isMark(r):
+	case out == "":
 		return 0, afterSpace
-	case unicode.IsSpace(r):
+	case strings.Trim(out, " ") == "":
 		if afterSpace {
 			return 0, true
 		}
 		return 1, true
 	}
-	return 1, false
+	return 1, out[len(out)-1] == ' '
 }
 
 // TailStart is where the tail of s that holds n characters as the rules
@@ -506,7 +511,7 @@ func TailStart(s string, n int) (start, got int) {
 	sp := false
 	for i > 0 {
 		r, sz := utf8.DecodeLastRuneInString(s[:i])
-		w, isSp := weight(r, sp)
+		w, isSp := weight(r, s[i-sz:i], sp)
 		if got+w > n {
 			return i, got
 		}
@@ -524,7 +529,7 @@ func HeadEnd(s string, n int) (end, got int) {
 	sp := false
 	for i := 0; i < len(s); {
 		r, sz := utf8.DecodeRuneInString(s[i:])
-		w, isSp := weight(r, sp)
+		w, isSp := weight(r, s[i:i+sz], sp)
 		if got+w > n {
 			return i, got
 		}
