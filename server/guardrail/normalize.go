@@ -479,7 +479,9 @@ func weight(r rune, enc string, afterSpace bool) (n int, space bool) {
 		return 1, false
 	}
 	var out string
-	if e := simpleOf(enc); e.ok(true) {
+	if e := simpleOf(enc); e.ign(true) {
+		return 0, afterSpace
+	} else if e.ok(true) {
 		if e.out(true) != ' ' {
 			return 1, false
 		}
@@ -572,6 +574,12 @@ func (b *builder) simpleRunes(o int, part string) int {
 		r := cur.out(b.fold)
 		src := part[p : p+sz]
 		switch {
+		case cur.ign(b.fold):
+			b.dropped = true
+			if b.fold && b.sep && !b.space {
+				b.space = true
+				b.addSeg(o+p, sz, []byte{' '})
+			}
 		case b.fold && r == ' ':
 			if !b.space {
 				b.space = true
@@ -598,20 +606,34 @@ func (b *builder) simpleRunes(o int, part string) int {
 // simpleRune is a rune's entry in the rune table: a rune that begins a
 // normalisation segment (a boundary before it in NFKC and NFKD), so that
 // it is a segment of its own when the rune after it is simple too, and
-// whose segment is one rune in a view (not dropped,
-// not a mark, not several runes): its size in UTF-8 (bits 0–2), whether
-// it is simple in the NFKC view (bit 3) and the folded one (bit 4), and
+// whose segment is one rune in a view (not a mark, not several runes) or
+// nothing (an ignorable character): its size in UTF-8 (bits 0–2), whether
+// it is simple in the NFKC view (bit 3) and the folded one (bit 4), or
+// ignorable in them (bits 5 and 6), and
 // its output in each (bits 8–28, 32–52). The zero value is not simple.
 type simpleRune uint64
 
 func (e simpleRune) size() int { return int(e & 7) }
 
+// ok: simple in that view, ignorable ones included.
 func (e simpleRune) ok(fold bool) bool {
 	if fold {
-		return e&16 != 0
+		return e&(16|64) != 0
 	}
-	return e&8 != 0
+	return e&(8|32) != 0
 }
+
+// ign: an ignorable character, which that view drops (bits 5 and 6).
+func (e simpleRune) ign(fold bool) bool {
+	if fold {
+		return e&64 != 0
+	}
+	return e&32 != 0
+}
+
+// counts: a character the folded view keeps, one that counts in a
+// window (see weight).
+func (e simpleRune) counts() bool { return e&16 != 0 }
 
 func (e simpleRune) out(fold bool) rune {
 	if fold {
@@ -680,6 +702,15 @@ func simpleBlock(first rune) *[256]simpleRune {
 			b := builder{fold: fold}
 			b.segment(0, src, []byte(seg))
 			out := string(b.b)
+			if b.dropped && out == "" {
+				// ignorable: dropped (a space in the second folded view)
+				if fold {
+					e |= 64
+				} else {
+					e |= 32
+				}
+				continue
+			}
 			if b.dropped || utf8.RuneCountInString(out) != 1 {
 				continue
 			}
