@@ -419,6 +419,12 @@ func (c *checking) acrossParts(sc *guardrail.Scanner) *guardrail.Rule {
 // costs a scan of about 2×128 bytes of ordinary text.
 const window = 128
 
+// walkBytes bounds, in bytes, how far acrossMessages reads each way from
+// a boundary, whatever the characters count: a phrase split across two
+// messages and padded with more than 4 KiB of what the rules do not
+// count is not seen there (one message's own text is read whole).
+const walkBytes = 4 << 10
+
 // acrossMessages checks each boundary between two adjacent messages with
 // text (content, or text parts): the last window characters of the first and
 // the first window characters of the second, joined by a line break, as the
@@ -433,6 +439,13 @@ func (c *checking) acrossMessages(sc *guardrail.Scanner) *guardrail.Rule {
 	for i := range c.texts {
 		t := &c.texts[i]
 		if t.kind != content && t.kind != part || t.text == "" {
+			continue
+		}
+		if _, got := guardrail.HeadEnd(t.text, 1); got == 0 {
+			// nothing but what the rules do not count (zero-width
+			// characters, marks): no phrase ends in it, and walked over
+			// at every boundary, 4,000 such messages took 10 s (third
+			// attack pass B11); the window joins over it
 			continue
 		}
 		if n := len(units); n > 0 && c.texts[units[n-1][0]].msg == t.msg {
@@ -450,15 +463,19 @@ func (c *checking) acrossMessages(sc *guardrail.Scanner) *guardrail.Rule {
 		// the tail: back from the last text of unit u-1, and on into the
 		// units before while the window is not full (three short
 		// messages "please ignore all" | "previous" | "instructions")
-		need, cutStart := window, false
+		need, cutStart, budget := window, false, walkBytes
 	back:
 		for v := u - 1; v >= 0; v-- {
 			for k := len(units[v]) - 1; k >= 0; k-- {
 				i := units[v][k]
-				st, got := guardrail.TailStart(c.texts[i].text, need)
+				text := c.texts[i].text
+				from := runeStart(text, max(0, len(text)-budget))
+				st, got := guardrail.TailStart(text[from:], need)
+				st += from
 				need -= got
+				budget -= len(text) - st
 				tail = append(tail, span{v, i, st})
-				if st > 0 || need == 0 {
+				if st > 0 || need == 0 || budget <= 0 {
 					cutStart = st > 0 || k > 0 || v > 0
 					break back
 				}
@@ -483,7 +500,7 @@ func (c *checking) acrossMessages(sc *guardrail.Scanner) *guardrail.Rule {
 		hi := len(pieces) // the first piece of unit u
 		// the head: unit u, and on into the units after while the window
 		// is not full
-		need, cutEnd := window, false
+		need, cutEnd, budget := window, false, walkBytes
 	fwd:
 		for v := u; v < len(units); v++ {
 			if v > u {
@@ -493,15 +510,18 @@ func (c *checking) acrossMessages(sc *guardrail.Scanner) *guardrail.Rule {
 				if k > 0 {
 					b = append(b, '\n')
 				}
-				end, got := guardrail.HeadEnd(c.texts[i].text, need)
+				text := c.texts[i].text
+				text = text[:runeStart(text, min(len(text), budget))]
+				end, got := guardrail.HeadEnd(text, need)
 				need -= got
+				budget -= end
 				pieces = append(pieces, piece{t: i, from: 0, to: end, at: len(b)})
-				b = append(b, c.texts[i].text[:end]...)
-				if end < len(c.texts[i].text) || need == 0 && (k < len(units[v])-1 || v < len(units)-1) {
+				b = append(b, text[:end]...)
+				if end < len(c.texts[i].text) || (need == 0 || budget <= 0) && (k < len(units[v])-1 || v < len(units)-1) {
 					cutEnd = true
 					break fwd
 				}
-				if need == 0 {
+				if need == 0 || budget <= 0 {
 					break fwd
 				}
 			}
