@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -559,11 +560,11 @@ type piece struct{ t, from, to, at int }
 // once, at its first.
 func (c *checking) across(sc *guardrail.Scanner, joined string, pieces []piece, cutStart, cutEnd bool, lo, hi int, own []textCut) *guardrail.Rule {
 	pieceOf := func(off int) int { // the piece holding joined byte off, or the one before it
-		k := 0
-		for k+1 < len(pieces) && pieces[k+1].at <= off {
-			k++
-		}
-		return k
+		// pieces are in order of at: a binary search (a walk from the
+		// first piece per match made a message of 60,000 parts, each with
+		// an email, take 7 s: third attack pass B12)
+		k := sort.Search(len(pieces), func(k int) bool { return pieces[k].at > off })
+		return max(k-1, 0)
 	}
 	type cut = textCut
 	cuts := own
