@@ -89,6 +89,7 @@ type answerGuard struct {
 	rawTools string             // the request's tools JSON, for a webhook
 	max      int64              // buffered answer bound, in bytes
 	chans    []*guardChannel
+	byKey    map[chanKey]*guardChannel
 	occ      []leafOcc // the chunk's strings of held-back fields
 	found    []guardrail.Match
 	buffer   bool    // whole rules: the stream is released at its end
@@ -500,19 +501,48 @@ func (g *answerGuard) errAnswerTooLong() error {
 	return faults.New(faults.GuardrailViolation, "the answer passes %d bytes, the most a json_schema or webhook rule of the call's policies buffers to judge it whole", g.max)
 }
 
+// chanKey identifies a channel: its choice, kind, tool call index or
+// entry, and for a leaf channel its field and member.
+type chanKey struct {
+	choice int32
+	kind   uint8
+	tool   int
+	leaf   *leafSpec
+	member string
+}
+
+// maxChannels bounds the text channels of one answer: choices times
+// their tool calls and entries. An upstream that sends more ends the
+// stream with an upstream error (third attack pass B13: 8,000 entries,
+// each a channel every chunk walked, took 11 s).
+const maxChannels = 512
+
 // channel returns the channel (choice, kind, tool), made on first use.
 func (g *answerGuard) channel(choice int32, kind uint8, tool int) *guardChannel {
-	for _, c := range g.chans {
-		if c.choice == choice && c.kind == kind && c.tool == tool {
-			return c
-		}
+	return g.channelOf(chanKey{choice: choice, kind: kind, tool: tool}, kind == chanTool)
+}
+
+// channelOf returns the channel of k, made on first use (with an
+// unescaper when json).
+func (g *answerGuard) channelOf(k chanKey, json bool) *guardChannel {
+	if c, ok := g.byKey[k]; ok {
+		return c
 	}
-	c := &guardChannel{choice: choice, kind: kind, tool: tool, h: g.sc.NewHolder()}
-	if kind == chanTool {
+	c := &guardChannel{choice: k.choice, kind: k.kind, tool: k.tool, leaf: k.leaf, member: k.member, h: g.sc.NewHolder()}
+	if json {
 		c.unesc = new(jsonstring.Unescaper)
 	}
+	if g.byKey == nil {
+		g.byKey = map[chanKey]*guardChannel{}
+	}
+	g.byKey[k] = c
 	g.chans = append(g.chans, c)
 	return c
+}
+
+// errTooManyChannels is the refusal of an answer past maxChannels.
+func errTooManyChannels() error {
+	return faults.New(faults.UpstreamError, "the upstream sent more than %d tool calls and reasoning entries in one answer, more than the response guardrails hold back", maxChannels)
 }
 
 // push adds s to c; what c releases is added to c.out.
@@ -605,6 +635,9 @@ func (g *answerGuard) chunk(ch *flexwayv1.ChatCompletionChunk) (drop bool, err e
 			}
 		}
 		if d == nil {
+			if len(g.chans) > maxChannels {
+				return false, errTooManyChannels()
+			}
 			if choice.FinishReason != nil {
 				g.finished = append(g.finished, idx)
 				if err := g.flushChoice(idx); err != nil {
@@ -711,6 +744,9 @@ func (g *answerGuard) chunk(ch *flexwayv1.ChatCompletionChunk) (drop bool, err e
 					keep = true // the call's id or name must go out
 				}
 			}
+		}
+		if len(g.chans) > maxChannels {
+			return false, errTooManyChannels()
 		}
 		if choice.FinishReason != nil {
 			g.finished = append(g.finished, idx)

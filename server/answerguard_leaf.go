@@ -76,17 +76,7 @@ type leafOcc struct {
 
 // leafChannel returns the channel of (choice, spec, entry, member).
 func (g *answerGuard) leafChannel(choice int32, sp *leafSpec, entry int, member string) *guardChannel {
-	for _, c := range g.chans {
-		if c.kind == chanLeaf && c.choice == choice && c.leaf == sp && c.tool == entry && c.member == member {
-			return c
-		}
-	}
-	c := &guardChannel{choice: choice, kind: chanLeaf, tool: entry, leaf: sp, member: member, h: g.sc.NewHolder()}
-	if sp.json {
-		c.unesc = new(jsonstring.Unescaper)
-	}
-	g.chans = append(g.chans, c)
-	return c
+	return g.channelOf(chanKey{choice: choice, kind: chanLeaf, tool: entry, leaf: sp, member: member}, sp.json)
 }
 
 // leafField pushes the text strings of fields[sp.field] to their channels
@@ -240,6 +230,14 @@ func (g *answerGuard) writeLeaves(idx int32, delta, cf *map[string]string) {
 		texts []string
 	}
 	edits := map[*map[string]string]map[string]*edit{}
+	// the chunk's strings by channel, once
+	var byChan map[*guardChannel][]int
+	for k, o := range g.occ {
+		if byChan == nil {
+			byChan = map[*guardChannel][]int{}
+		}
+		byChan[o.c] = append(byChan[o.c], k)
+	}
 	for _, c := range g.chans {
 		if c.kind != chanLeaf || c.choice != idx || !c.hit {
 			continue
@@ -252,10 +250,8 @@ func (g *answerGuard) writeLeaves(idx int32, delta, cf *map[string]string) {
 			continue // no delta: pending made one for any text to write
 		}
 		first := true
-		for _, o := range g.occ {
-			if o.c != c {
-				continue
-			}
+		for _, k := range byChan[c] {
+			o := g.occ[k]
 			if edits[fp] == nil {
 				edits[fp] = map[string]*edit{}
 			}

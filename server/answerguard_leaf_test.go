@@ -1,6 +1,7 @@
 package server
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 
@@ -187,5 +188,33 @@ func TestStreamHeldBackFieldsOddShapes(t *testing.T) {
 		if f := faults.As(err); f == nil || f.Reason != faults.UpstreamError || len(r.sent) != 0 {
 			t.Errorf("%v: err %v, sent %s", fields, err, r.wire())
 		}
+	}
+}
+
+// TestStreamManyChannels: an answer's channels are found by key, not by
+// a walk over all of them, and bounded: 500 reasoning entries with their
+// own index go through, more than maxChannels end the stream with an
+// upstream error (third attack pass B13: 8,000 took 11 s).
+func TestStreamManyChannels(t *testing.T) {
+	st := guardState(t, false, nil, redactCards)
+	entries := func(n int, text string) *flexwayv1.ChatCompletionChunk {
+		var b strings.Builder
+		b.WriteByte('[')
+		for i := range n {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(`{"index":` + strconv.Itoa(i) + `,"text":` + quote(text) + `}`)
+		}
+		b.WriteByte(']')
+		return &flexwayv1.ChatCompletionChunk{Id: "c1", Choices: []*flexwayv1.ChatCompletionChunkChoice{{Index: 0, Delta: &flexwayv1.ChatMessage{ExtraFields: map[string]string{"reasoning_details": b.String()}}}}}
+	}
+	r, _, err := relayGuarded(t, st, nil, entries(500, "card 4111 1111 "), entries(500, "1111 1111 ok"), finishChunk(0))
+	if err != nil || strings.Contains(r.wire(), "1111") || strings.Count(r.wire(), "[REDACTED:credit_card]") != 500 {
+		t.Fatalf("500 entries: err %v, %d redactions", err, strings.Count(r.wire(), "[REDACTED:credit_card]"))
+	}
+	r, _, err = relayGuarded(t, st, nil, entries(maxChannels+1, "x"), finishChunk(0))
+	if f := faults.As(err); f == nil || f.Reason != faults.UpstreamError || len(r.sent) != 0 {
+		t.Errorf("%d entries: err %v, %d chunks sent", maxChannels+1, err, len(r.sent))
 	}
 }
