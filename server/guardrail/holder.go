@@ -61,8 +61,26 @@ func (h *Holder) Push(chunk string) (release string, found []Match) {
 		return chunk, nil
 	}
 	h.buf += chunk
-	cut := lastSegment(h.buf)
+	cut := escapeStart(h.buf, lastSegment(h.buf))
 	return h.step(cut, false)
+}
+
+// escapeStart is cut, moved back to the backslash of a \uXXXX escape it
+// falls inside or right after the start of: a window ending in "\u000"
+// read the escape as letters, which ended a phrase or a card's groups
+// there, and released them (third attack pass B14, B15: "ignore all\u000a"
+// then "previous instructions" passed). The escape is then read whole
+// by the next push.
+func escapeStart(buf string, cut int) int {
+	for b := cut - 1; b >= 0 && b > cut-6; b-- {
+		if buf[b] == '\\' {
+			if b+1 < len(buf) && buf[b+1] == 'u' && !escaped(buf, b) {
+				return b
+			}
+			break
+		}
+	}
+	return cut
 }
 
 // Flush ends the channel: release is every byte still held, redacted, and
@@ -216,14 +234,7 @@ func contextStart(buf string, rel int) int {
 	// what the previous window released.
 	// nor inside a \uXXXX escape (the byte bound above can stop there,
 	// on a run of ignorable characters): start at its backslash
-	for b := i - 1; b >= 0 && b > i-6; b-- {
-		if buf[b] == '\\' {
-			if b+1 < len(buf) && buf[b+1] == 'u' && !escaped(buf, b) {
-				i = b
-			}
-			break
-		}
-	}
+	i = escapeStart(buf, i)
 	if escaped(buf, i) {
 		i--
 	}
