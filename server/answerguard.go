@@ -682,6 +682,12 @@ func (g *answerGuard) chunk(ch *flexwayv1.ChatCompletionChunk) (drop bool, err e
 				return false, err
 			}
 		}
+		if raw, ok := d.GetExtraFields()["reasoning"]; ok && g.reasoningShapes(idx, raw) {
+			// a string, then an object (or the reverse): two channels
+			// for one field, whose flush would overwrite one with the
+			// other (third attack pass B17)
+			return false, faults.New(faults.UpstreamError, "the upstream sent reasoning for choice %d as a string and as an object, which the response guardrails cannot hold back", idx)
+		}
 		if s, ok := jsonText(d.GetExtraFields()["reasoning"]); ok && s != "" {
 			if err := g.push(g.channel(idx, chanReasoningAlt, 0), s); err != nil {
 				return false, err
@@ -782,6 +788,23 @@ func deltaCalls(raw string, dst []toolcalls.Call) ([]toolcalls.Call, error) {
 		}
 	}
 	return dst, err
+}
+
+// reasoningShapes reports whether raw, a delta's reasoning for choice
+// idx, has another shape than the reasoning held so far: a string after
+// an object's channel, or an object after the string's.
+func (g *answerGuard) reasoningShapes(idx int32, raw string) bool {
+	_, isString := jsonText(raw)
+	isObject := leafFor("reasoning", false, raw) != nil
+	for _, c := range g.chans {
+		if c.choice != idx {
+			continue
+		}
+		if isString && c.kind == chanLeaf && c.leaf.field == "reasoning" || isObject && c.kind == chanReasoningAlt {
+			return true
+		}
+	}
+	return false
 }
 
 // flushChoice flushes every channel of choice idx (its finish_reason).

@@ -256,3 +256,19 @@ func TestStreamEscapeAtChunkEnd(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamReasoningShapes: reasoning as an object, then as a string,
+// ends the stream (third attack pass B17: the flush wrote the object's
+// held text over the string's).
+func TestStreamReasoningShapes(t *testing.T) {
+	st := guardState(t, false, nil, denySecrets)
+	ext := func(v string) *flexwayv1.ChatCompletionChunk {
+		return &flexwayv1.ChatCompletionChunk{Id: "c1", Choices: []*flexwayv1.ChatCompletionChunkChoice{{Index: 0, Delta: &flexwayv1.ChatMessage{ExtraFields: map[string]string{"reasoning": v}}}}}
+	}
+	for _, pair := range [][2]string{{`{"text":"sk-proj-abcdefghij"}`, `"klmnopqrstuvwxyz0123"`}, {`"sk-proj-abcdefghij"`, `{"text":"klmnopqrstuvwxyz0123"}`}} {
+		r, _, err := relayGuarded(t, st, nil, ext(pair[0]), ext(pair[1]), finishChunk(0))
+		if f := faults.As(err); f == nil || f.Reason != faults.UpstreamError || strings.Contains(r.wire(), "sk-") {
+			t.Errorf("%q: err %v, sent %s", pair, err, r.wire())
+		}
+	}
+}
