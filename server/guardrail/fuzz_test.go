@@ -140,8 +140,9 @@ func TestHolderBlobBounded(t *testing.T) {
 		{"eyJ", 200_000, 4 << 10}, {"eyJhbGciOiJIUzI1NiJ9", 200_000, 4 << 10}, {"sk-", 200_000, 4 << 10},
 		{"AKIA", 200_000, 4 << 10}, {"4 ", 200_000, 4 << 10}, {"a:", 200_000, 4 << 10},
 		// an unterminated private key block is held to its bound (one
-		// match, not one per BEGIN line: that took 52 s)
-		{"-----BEGIN RSA PRIVATE KEY-----\nAAAA\n", 50_000, pemMax + 64},
+		// match, not one per BEGIN line: that took 52 s), and an eighth
+		// more while a large hold waits to be rescanned (bigHold)
+		{"-----BEGIN RSA PRIVATE KEY-----\nAAAA\n", 50_000, pemMax + pemMax/8 + 64},
 		// zero-width characters and combining marks: the context walked
 		// back over all of them, and a run of marks was one segment held
 		// whole (attack pass: over 120 s and 45 s)
@@ -160,6 +161,40 @@ func TestHolderBlobBounded(t *testing.T) {
 		h.Flush()
 		if d := testingSince(t0); d.Seconds() > 2 || most > c.held {
 			t.Errorf("%q × 200 KB: %v, held up to %d bytes", u, d, most)
+		}
+	}
+}
+
+// TestHeadersLinear: texts of many PuTTY headers or PEM BEGIN lines, none
+// ever closed, are read in time linear in their size, found whole and
+// streamed (third attack pass B18: each header searched 16 KiB for its
+// MAC line, 15 s per MiB, and a Holder rescanned its 16 KiB hold on every
+// 10-byte push, 9 s per MiB).
+func TestHeadersLinear(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("timed: not under -short or -race")
+	}
+	s := mustCompile(t, Spec{Type: TypeSecrets, Action: Deny})
+	logs := mustCompile(t, Spec{Type: TypeSecrets, Action: Log})
+	for _, unit := range []string{"PuTTY-User-Key-File-2: x\n", "-----BEGIN RSA PRIVATE KEY-----\n"} {
+		big := strings.Repeat(unit, (1<<20)/len(unit))
+		t0 := testingNow()
+		if len(s.Find(big, nil)) == 0 {
+			t.Fatalf("%q × 1 MiB: no match", unit)
+		}
+		if d := testingSince(t0); d.Seconds() > 1 {
+			t.Errorf("Find %q × 1 MiB: %v", unit, d)
+		}
+		// log: a denial ends a stream, and this one goes on
+		stream := big[:256<<10]
+		h := logs.NewHolder()
+		t0 = testingNow()
+		for i := 0; i < len(stream); i += 10 {
+			h.Push(stream[i:min(i+10, len(stream))])
+		}
+		h.Flush()
+		if d := testingSince(t0); d.Seconds() > 1 {
+			t.Errorf("Holder %q × 256 KiB in 10-byte chunks: %v", unit, d)
 		}
 	}
 }

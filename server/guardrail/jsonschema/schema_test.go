@@ -339,7 +339,7 @@ func TestTooComplex(t *testing.T) {
 	if !errors.Is(err, ErrTooComplex) {
 		t.Fatalf("1,200 levels: %v, want ErrTooComplex", err)
 	}
-	if d := time.Since(start); d > 100*time.Millisecond {
+	if d := time.Since(start); d > time.Second { // 14.5 s before; 0.1 s on a loaded run under -race
 		t.Errorf("refusing took %v", d)
 	}
 	if _, err := FromResponseFormat(`{"type":"json_schema","json_schema":{"name":"x","schema":` + nest(1200) + `}}`); !errors.Is(err, ErrTooComplex) {

@@ -692,8 +692,8 @@ func TestNumbersAndKeys(t *testing.T) {
 // take 7 s on a quiet day, 0.1 s joined over), and a
 // phrase split around them is still one.
 func TestAcrossMessagesZeroWeight(t *testing.T) {
-	if testing.Short() {
-		t.Skip("timed")
+	if testing.Short() || raceEnabled {
+		t.Skip("timed: not under -short or -race")
 	}
 	st := state(t, config.Policy{Name: "no-injection", Guardrails: rules(config.GuardrailRule{Type: "injection", Action: "deny"})})
 	zw := func(first, last string) *flexwayv1.CreateChatCompletionRequest {
@@ -720,8 +720,8 @@ func TestAcrossMessagesZeroWeight(t *testing.T) {
 // match, is checked in time linear in its size (third attack pass B12:
 // finding each match's part from the first took 7 s for 60,000 parts).
 func TestAcrossPartsManyMatches(t *testing.T) {
-	if testing.Short() {
-		t.Skip("timed")
+	if testing.Short() || raceEnabled {
+		t.Skip("timed: not under -short or -race")
 	}
 	st := state(t, config.Policy{Name: "pii", Guardrails: rules(config.GuardrailRule{Type: "pii", Action: "redact"})})
 	parts := make([]string, 80000)

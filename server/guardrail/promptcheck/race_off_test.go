@@ -1,0 +1,5 @@
+//go:build !race
+
+package promptcheck
+
+const raceEnabled = false
