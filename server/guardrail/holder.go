@@ -35,10 +35,10 @@ type Holder struct {
 	s      *Scanner
 	buf    string // the stream from base: b, read as a string
 	b      []byte
-	base   int    // stream offset of buf[0]
-	rel    int    // stream bytes released so far
-	rxFrom []int  // each regex rule's resume offset (stream)
-	wait   int    // bytes still to come before the next rescan (see bigHold)
+	base   int   // stream offset of buf[0]
+	rel    int   // stream bytes released so far
+	rxFrom []int // each regex rule's resume offset (stream)
+	wait   int   // bytes still to come before the next rescan (see bigHold)
 	denied []Match
 	ms     []Match
 }
