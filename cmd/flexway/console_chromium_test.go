@@ -401,14 +401,16 @@ func (b *browser) eval(t *testing.T, expr string) string {
 	return string(r.Result.Value)
 }
 
-// waitPage reads the rendered page until ok accepts it, for at most 15 s.
+// waitPage reads the rendered page until ok accepts it, for at most 15 s;
+// a read that fails while the page navigates (the sign-in form's submit
+// loads the console: "Inspected target navigated or closed") is retried.
 func (b *browser) waitPage(t *testing.T, ok func(renderedPage) bool) renderedPage {
 	t.Helper()
 	var p renderedPage
 	var last string
 	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		var s string
-		raw := b.eval(t, `document.body && document.getElementById('state') ? `+readPageJS+` : ""`)
+		raw := b.tryEval(t, `document.body && document.getElementById('state') ? `+readPageJS+` : ""`)
 		if err := json.Unmarshal([]byte(raw), &s); err != nil || s == "" {
 			continue
 		}
