@@ -48,6 +48,16 @@ type Config struct {
 	// may call an alias's classifier, bounded by its timeout. The route is
 	// the call's default route ([routing.Request.Alias]).
 	ResolveAlias func(ctx context.Context, st *call.State, req any) *routing.AliasRoute
+	// Cache, when set, is the response cache's lookup (stage 6 of the AI
+	// pipeline), run by [Meter.Reserve] once the call is planned (st.Plan,
+	// st.Alias and the arm set: a lookup's partition holds them) and
+	// before it reserves: hit reports a stored answer for the call, which
+	// the lookup records in st for the service to replay; price is what
+	// the hit is charged, in nano-euros (the policy's hit_price). A hit
+	// reserves and commits price and 0 tokens, so that it counts toward
+	// requests_per_minute and no token cap; a miss, or a lookup that
+	// failed, is hit false and the call is reserved as any other.
+	Cache func(ctx context.Context, st *call.State, req any) (price int64, hit bool)
 	// ReserveOutputTokens is reserved for output, per choice, when a
 	// request sets neither max_completion_tokens nor max_tokens
 	// (ai.budget.reserve_output_tokens).
@@ -195,6 +205,9 @@ type Reservation struct {
 	st  *call.State
 	res *ledger.Reservation
 	est Estimate
+	// hit: a cache hit, charged hitPrice nano-euros and no token
+	hit      bool
+	hitPrice int64
 }
 
 // Reserve readies the call of st, whose decoded request is req, before the
@@ -214,6 +227,10 @@ type Reservation struct {
 // The caps are the tenant's, the agent's and those of st.Policies' budgets
 // ([policy.Set.BudgetNames]).
 //
+// With [Config.Cache], a planned call the cache answers is reserved its
+// hit price and no token instead of its estimate (st.OutputLimit stays
+// unset: nothing goes upstream).
+//
 // Errors: faults.UnknownTenant, faults.InvalidRequest (also the first
 // planned backend's, when none can express the request), faults.BudgetExceeded
 // (with Retry-After when waiting helps), faults.RateLimited (a per-minute
@@ -228,7 +245,13 @@ func (m *Meter) Reserve(ctx context.Context, st *call.State, req any) (r Reserva
 	}
 	st.NoteRequest(req)
 	if m.cfg.Ledger == nil {
-		return Reservation{}, m.plan(ctx, st, req, false)
+		if err := m.plan(ctx, st, req, false); err != nil {
+			return Reservation{}, err
+		}
+		if m.cfg.Cache != nil {
+			m.cfg.Cache(ctx, st, req) // nothing to charge without a ledger
+		}
+		return Reservation{}, nil
 	}
 	ctx, span := m.cfg.Tracer.Start(ctx, "flexway.budget.reserve")
 	defer func() { endSpan(span, err) }()
@@ -252,6 +275,16 @@ func (m *Meter) Reserve(ctx context.Context, st *call.State, req any) (r Reserva
 	}
 	if err := m.plan(ctx, st, req, soft); err != nil {
 		return Reservation{}, err
+	}
+	if m.cfg.Cache != nil {
+		if price, hit := m.cfg.Cache(ctx, st, req); hit {
+			price = max(price, 0)
+			res, err := m.cfg.Ledger.Reserve(ctx, acct, ledger.Amount{NanoEUR: price})
+			if err != nil {
+				return Reservation{}, refusal(ledger.State{}, err)
+			}
+			return Reservation{m: m, st: st, res: res, hit: true, hitPrice: price}, nil
+		}
 	}
 	est, _ := m.EstimateFor(req, st.Plan)
 	st.OutputLimit = est.OutputLimit
@@ -405,6 +438,14 @@ func (r Reservation) Settle(ctx context.Context) {
 	o := st.Outcome()
 	if !o.Served {
 		m.release(ctx, st, r.res)
+		return
+	}
+	if r.hit {
+		// a cache hit: its price, no token (the answer's usage is the
+		// filling call's, which the service records as saved)
+		o.CostNanoEUR = r.hitPrice
+		st.SetOutcome(o)
+		m.commit(ctx, st, r.res, o.Backend, ledger.Amount{NanoEUR: r.hitPrice}, true)
 		return
 	}
 	if !o.UsageReported {

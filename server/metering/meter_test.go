@@ -8,6 +8,7 @@ import (
 
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
 	"github.com/flexway/flexway/server/call"
+	"github.com/flexway/flexway/server/faults"
 	"github.com/flexway/flexway/server/ledger"
 	"github.com/flexway/flexway/server/metering"
 	"github.com/flexway/flexway/server/routing"
@@ -85,5 +86,64 @@ func TestReserveUsesAdmission(t *testing.T) {
 			t.Errorf("%s: plan %v, soft %v; want %v", tc.name, st.Plan, st.Soft, tc.plan)
 		}
 		res.Settle(context.Background()) // not served: released
+	}
+}
+
+// TestReserveCacheHit: a call the cache answers is reserved and committed
+// its hit price and no token: it counts toward requests_per_minute (the
+// third hit of a minute capped at two is refused), never toward a token
+// cap (tokens_per_day 5 refuses any estimated call, not a hit), and is
+// charged its price on eur_per_month; the outcome reads that price. The
+// lookup runs once the call is planned. A miss is reserved as any call.
+func TestReserveCacheHit(t *testing.T) {
+	store, err := ledger.OpenEmbedded(filepath.Join(t.TempDir(), "ledger.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	two, five, euros := int64(2), int64(5), int64(1_000_000_000)
+	led := ledger.New(ledger.Policy{Default: ledger.Limits{RequestsPerMinute: &two, TokensPerDay: &five, NanoEURPerMonth: &euros}}, store, ledger.Options{})
+	t.Cleanup(func() { _ = led.Close() })
+	hit := true
+	var planned []string
+	m := metering.New(metering.Config{Ledger: led, Routes: routes(), Cache: func(_ context.Context, st *call.State, _ any) (int64, bool) {
+		planned = st.Plan
+		return 7_000, hit
+	}})
+	ctx := context.Background()
+	for i := range 3 {
+		st := &call.State{Tenant: "acme"}
+		res, err := m.Reserve(ctx, st, chatRequest())
+		if i == 2 {
+			if f := faults.As(err); f == nil || f.Reason != faults.RateLimited {
+				t.Fatalf("third hit: %v, want rate_limited", err)
+			}
+			break
+		}
+		if err != nil {
+			t.Fatalf("hit %d: %v", i, err)
+		}
+		if !slices.Equal(planned, []string{"main"}) {
+			t.Fatalf("the lookup saw plan %v", planned)
+		}
+		st.SetOutcome(call.Outcome{Backend: "main", Served: true, InputTokens: 100, OutputTokens: 50})
+		res.Settle(ctx)
+		if o := st.Outcome(); o.CostNanoEUR != 7_000 {
+			t.Errorf("hit %d costs %d nano-euros, want 7000", i, o.CostNanoEUR)
+		}
+	}
+	usage, err := led.Usage(ctx, ledger.Account{Tenant: "acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range usage {
+		want := map[ledger.Cap]int64{ledger.RequestsPerMinute: 2, ledger.TokensPerDay: 0, ledger.EURPerMonth: 14_000}[u.Cap]
+		if u.Committed != want || u.Reserved != 0 {
+			t.Errorf("%s: committed %d, reserved %d; want %d, 0", u.Cap, u.Committed, u.Reserved, want)
+		}
+	}
+	// a miss is estimated: more than tokens_per_day 5 allows
+	hit = false
+	if _, err := m.Reserve(ctx, &call.State{Tenant: "acme"}, chatRequest()); faults.As(err) == nil {
+		t.Errorf("a miss past tokens_per_day: %v, want a refusal", err)
 	}
 }
