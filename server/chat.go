@@ -6,6 +6,8 @@ import (
 	"io"
 	"slices"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
@@ -27,6 +29,21 @@ func (c *Core) CreateChatCompletion(ctx context.Context, req *flexwayv1.CreateCh
 	guard, err := c.checkedAnswerGuard(ctx, st, req)
 	if err != nil {
 		return nil, err
+	}
+	if v := st.Cache; v != nil {
+		_ = grpc.SetHeader(ctx, metadata.Pairs(HeaderCache, v.Status))
+		if v.Status == "hit" {
+			// the caller's own response rules judge the stored answer:
+			// another agent of the tenant may have filled it under
+			// other policies
+			resp := c.replayJSON(st)
+			if guard != nil {
+				if err := guard.checkJSON(resp); err != nil {
+					return nil, err
+				}
+			}
+			return resp, nil
+		}
 	}
 	var resp *flexwayv1.ChatCompletion
 	err = c.runPlan(ctx, st, req.GetModel(), func(ctx context.Context, b backends.Backend, o call.Outcome, _ bool) (call.Outcome, bool, error) {
@@ -58,6 +75,7 @@ func (c *Core) CreateChatCompletion(ctx context.Context, req *flexwayv1.CreateCh
 			return nil, err
 		}
 	}
+	c.storeJSON(st, resp)
 	return resp, nil
 }
 

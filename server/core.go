@@ -50,6 +50,9 @@ type Options struct {
 	// answer is held to the size a request may have); past it the stream
 	// is refused. ≤ 0 is [DefaultMaxAnswerBytes].
 	MaxAnswerBytes int64
+	// Cache, when set, is the response cache ([Core.CacheLookup] is the
+	// meter's lookup); nil: no call is cached.
+	Cache *CacheOptions
 }
 
 // Core implements flexwayv1.ChatServiceServer, EmbeddingsServiceServer and

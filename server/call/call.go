@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
+	"github.com/flexway/flexway/server/cache"
 	"github.com/flexway/flexway/server/policy"
 )
 
@@ -88,10 +90,35 @@ type State struct {
 	// interceptor). A stream whose relayed output passes it is cut: the
 	// upstream ignored it.
 	OutputLimit int64
+	// Cache is the response cache's verdict on the call (issue 18), set
+	// by its lookup: nil when the cache is off for the call.
+	Cache *CacheVerdict
 
 	mu         sync.Mutex
 	outcome    Outcome
 	guardrails []GuardrailVerdict
+}
+
+// CacheVerdict is the response cache's verdict on a call: its
+// Flexway-Cache header and audit field, and what the service replays or
+// stores.
+type CacheVerdict struct {
+	// Status is "hit", "miss" or "bypass" (looked up not, stored not:
+	// Cache-Control, a sensitive call).
+	Status string
+	// Entry is the stored answer a hit replays, nil otherwise; Answer
+	// is its body decoded (a JSON entry).
+	Entry  *cache.Entry
+	Answer *flexwayv1.ChatCompletion
+	// Store: a miss's answer is to be stored, under Key, for TTL
+	// (not with Cache-Control: no-store).
+	Store bool
+	Key   cache.StoreKey
+	TTL   time.Duration
+	// StoreLength and ToolCalls store answers that end on length, and
+	// answers that call tools (the policy's store_length and
+	// cache_tool_calls).
+	StoreLength, ToolCalls bool
 }
 
 // GuardrailVerdict is one guardrail rule's finding on a call, for the
@@ -173,6 +200,10 @@ type Outcome struct {
 	UsageOverReservation bool
 	// CostNanoEUR is the cost committed to the budget, in nano-euros.
 	CostNanoEUR int64
+	// CacheSavedTokens is, for a response cache hit, the input and
+	// output tokens of the call that filled the entry, in tokens: what
+	// the hit did not pay.
+	CacheSavedTokens int64
 	// Alias is the alias the call was routed by and Arm the arm of the
 	// backend that served (or last failed); both "" for a backend not
 	// taken from an alias's route.

@@ -1,0 +1,149 @@
+package server
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
+
+	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
+	"github.com/flexway/flexway/server/backends"
+	"github.com/flexway/flexway/server/cache"
+	"github.com/flexway/flexway/server/cache/memstore"
+	"github.com/flexway/flexway/server/call"
+)
+
+// countingBackend answers every unary chat with one fixed answer and
+// counts the calls.
+type countingBackend struct {
+	calls  atomic.Int32
+	answer string
+	finish string
+}
+
+func (b *countingBackend) Name() string { return "main" }
+func (b *countingBackend) CreateChatCompletion(_ context.Context, req *flexwayv1.CreateChatCompletionRequest) (*flexwayv1.ChatCompletion, backends.Served, error) {
+	b.calls.Add(1)
+	return &flexwayv1.ChatCompletion{Id: "chatcmpl-up", Object: "chat.completion", Model: "sample-1", Choices: []*flexwayv1.ChatCompletionChoice{{
+		Message: &flexwayv1.ChatMessage{Role: "assistant", Content: &flexwayv1.ChatMessage_Text{Text: b.answer}}, FinishReason: proto.String(b.finish)}},
+		Usage: &flexwayv1.Usage{PromptTokens: 12, CompletionTokens: 30, TotalTokens: 42}}, backends.Served{Backend: "main", ModelSent: "sample-1"}, nil
+}
+func (b *countingBackend) StreamChatCompletion(context.Context, *flexwayv1.CreateChatCompletionRequest) (backends.ChunkStream, backends.Served, error) {
+	panic("not streamed here")
+}
+func (b *countingBackend) CreateEmbedding(context.Context, *flexwayv1.CreateEmbeddingRequest) (*flexwayv1.CreateEmbeddingResponse, backends.Served, error) {
+	panic("no embeddings here")
+}
+
+// cachedCall runs one unary chat call of tenant through the stage as the
+// chain would: the lookup (the meter's), then the service.
+func cachedCall(t *testing.T, c *Core, tenant string, st *call.State, req *flexwayv1.CreateChatCompletionRequest, md metadata.MD) (*flexwayv1.ChatCompletion, *call.State, error) {
+	t.Helper()
+	if st == nil {
+		st = &call.State{RequestID: "r", Tenant: tenant, Operation: "ai.chatCompletions"}
+	}
+	st.Plan = []string{"main"}
+	ctx := call.NewContext(context.Background(), st)
+	if md != nil {
+		ctx = metadata.NewIncomingContext(ctx, md)
+	}
+	c.CacheLookup(ctx, st, req)
+	resp, err := c.CreateChatCompletion(ctx, proto.Clone(req).(*flexwayv1.CreateChatCompletionRequest))
+	return resp, st, err
+}
+
+func cacheCore(t *testing.T, b *countingBackend, set *CacheSetting) *Core {
+	t.Helper()
+	store, err := memstore.New(memstore.Options{MaxBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(store.Close)
+	return New(Options{Backends: map[string]backends.Backend{"main": b}, Cache: &CacheOptions{
+		Store:    &waitingStore{store},
+		Setting:  func(*call.State) *CacheSetting { return set },
+		Internal: func(string) bool { return false },
+	}})
+}
+
+// waitingStore applies every write at once (ristretto applies them on its
+// own goroutine), so that a test's second call sees the first's entry.
+type waitingStore struct{ *memstore.Store }
+
+func (w *waitingStore) Set(e *cache.Entry, ttl time.Duration) bool {
+	ok := w.Store.Set(e, ttl)
+	w.Store.Wait()
+	return ok
+}
+
+// TestCacheExactUnary: the second identical question of a tenant is
+// answered from the cache (the backend counts one call) with the stored
+// model and content, a fresh id, and the first call's usage saved; the
+// same bytes from another tenant miss and go upstream (issue 18's
+// poisoning test); 0.20 for 0.2 hits (numbers are keyed as numbers), a
+// temperature of 0.7 misses; an entry that does not decode is a miss; Cache-Control: no-cache skips the
+// lookup, no-store the store; an answer cut by max_tokens is not stored.
+func TestCacheExactUnary(t *testing.T) {
+	b := &countingBackend{answer: "Reset it from the login page.", finish: "stop"}
+	c := cacheCore(t, b, &CacheSetting{Mode: "exact", TTL: time.Hour, HitPriceNanoEUR: 5})
+	q := func(temp string) *flexwayv1.CreateChatCompletionRequest {
+		return &flexwayv1.CreateChatCompletionRequest{Model: "fast", ExtraFields: map[string]string{"temperature": temp}, Messages: []*flexwayv1.ChatMessage{{Role: "user", Content: &flexwayv1.ChatMessage_Text{Text: "How do I reset my password?"}}}}
+	}
+	first, st, err := cachedCall(t, c, "acme", nil, q("0.2"), nil)
+	if err != nil || st.Cache.Status != "miss" || b.calls.Load() != 1 {
+		t.Fatalf("first: %v, %+v, %d calls", err, st.Cache, b.calls.Load())
+	}
+	hit, st, err := cachedCall(t, c, "acme", nil, q("0.2"), nil)
+	if err != nil || st.Cache.Status != "hit" || b.calls.Load() != 1 {
+		t.Fatalf("second: %v, %+v, %d calls", err, st.Cache, b.calls.Load())
+	}
+	if hit.GetModel() != "sample-1" || hit.GetChoices()[0].GetMessage().GetText() != first.GetChoices()[0].GetMessage().GetText() || hit.GetId() == first.GetId() || !strings.HasPrefix(hit.GetId(), "chatcmpl-") {
+		t.Errorf("hit %v, first %v", hit, first)
+	}
+	if o := st.Outcome(); !o.Served || o.CacheSavedTokens != 42 || o.InputTokens != 0 || o.OutputTokens != 0 {
+		t.Errorf("hit outcome %+v: want served, 42 tokens saved, none used", o)
+	}
+	if _, st, _ = cachedCall(t, c, "acme", nil, q("0.20"), nil); st.Cache.Status != "hit" || b.calls.Load() != 1 {
+		t.Errorf("0.20 for 0.2 (one number): %+v, %d calls; want a hit", st.Cache, b.calls.Load())
+	}
+	// a stored entry that does not decode is a miss, evicted
+	store := c.opts.Cache.Store
+	store.Set(&cache.Entry{Key: st.Cache.Key, Mode: cache.ModeJSON, Body: []byte("{not json"), Stored: time.Now()}, time.Hour)
+	if _, st, err = cachedCall(t, c, "acme", nil, q("0.2"), nil); err != nil || st.Cache.Status != "miss" || b.calls.Load() != 2 {
+		t.Fatalf("a corrupt entry: %v, %+v, %d calls; want a miss and an upstream call", err, st.Cache, b.calls.Load())
+	}
+	if _, st, _ = cachedCall(t, c, "acme", nil, q("0.2"), nil); st.Cache.Status != "hit" || b.calls.Load() != 2 {
+		t.Errorf("after the corrupt entry: %+v; want the answer stored again", st.Cache)
+	}
+	b.calls.Store(1)
+	if _, st, _ = cachedCall(t, c, "globex", nil, q("0.2"), nil); st.Cache.Status != "miss" || b.calls.Load() != 2 {
+		t.Errorf("another tenant: %+v, %d calls; want a miss and an upstream call", st.Cache, b.calls.Load())
+	}
+	if _, st, _ = cachedCall(t, c, "acme", nil, q("0.7"), nil); st.Cache.Status != "miss" || b.calls.Load() != 3 {
+		t.Errorf("another temperature: %+v, %d calls", st.Cache, b.calls.Load())
+	}
+	if _, st, _ = cachedCall(t, c, "acme", nil, q("0.2"), metadata.Pairs("cache-control", "no-cache")); st.Cache.Status != "miss" || b.calls.Load() != 4 {
+		t.Errorf("no-cache: %+v, %d calls", st.Cache, b.calls.Load())
+	}
+	if _, st, _ = cachedCall(t, c, "initech", nil, q("0.2"), metadata.Pairs("cache-control", "no-store")); st.Cache.Status != "miss" || b.calls.Load() != 5 {
+		t.Errorf("no-store: %+v", st.Cache)
+	}
+	if _, st, _ = cachedCall(t, c, "initech", nil, q("0.2"), nil); st.Cache.Status != "miss" || b.calls.Load() != 6 {
+		t.Errorf("after a no-store call: %+v, %d calls; want a miss", st.Cache, b.calls.Load())
+	}
+	// a cut answer is not stored
+	cut := &countingBackend{answer: "Reset it", finish: "length"}
+	c2 := cacheCore(t, cut, &CacheSetting{Mode: "exact", TTL: time.Hour})
+	cachedCall(t, c2, "acme", nil, q("0.2"), nil)
+	if _, st, _ = cachedCall(t, c2, "acme", nil, q("0.2"), nil); st.Cache.Status != "miss" || cut.calls.Load() != 2 {
+		t.Errorf("a length answer was stored: %+v", st.Cache)
+	}
+	// a sensitive call is neither looked up nor stored
+	if _, st, _ = cachedCall(t, c, "acme", &call.State{RequestID: "r", Tenant: "acme", Operation: "ai.chatCompletions", Sensitive: true}, q("0.2"), nil); st.Cache.Status != "bypass" {
+		t.Errorf("sensitive: %+v", st.Cache)
+	}
+}
