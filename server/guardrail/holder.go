@@ -144,8 +144,13 @@ func (h *Holder) step(cut int, final bool) (string, []Match) {
 	for _, m := range ms {
 		m.Start += off
 		m.End += off
-		if m.Start < h.rel || (!final && m.Start >= hold) {
+		if m.End <= h.rel || (!final && m.Start >= hold) {
 			continue
+		}
+		if m.Start < h.rel {
+			// a match whose start maps before what was released: its
+			// unreleased part is still redacted or denied, never skipped
+			m.Start = h.rel
 		}
 		ms[k] = m
 		k++
@@ -224,7 +229,19 @@ func boundaryBefore(s string) bool {
 	if s[0] < utf8.RuneSelf {
 		return true
 	}
-	return norm.NFKC.PropertiesString(s).BoundaryBefore() && norm.NFKD.PropertiesString(s).BoundaryBefore()
+	c, d := norm.NFKC.PropertiesString(s), norm.NFKD.PropertiesString(s)
+	if !c.BoundaryBefore() || !d.BoundaryBefore() {
+		return false
+	}
+	// and its normal form begins one: a compatibility jamo (ㅏ) is a
+	// boundary itself, its NFKD a conjoining vowel that joins the
+	// segment before it, which a match's start then maps back onto
+	// (fourth attack pass C1: an email after "Mail: ㅏ" was released in
+	// clear)
+	if dec := d.Decomposition(); len(dec) > 0 {
+		return norm.NFKC.Properties(dec).BoundaryBefore() && norm.NFKD.Properties(dec).BoundaryBefore()
+	}
+	return true
 }
 
 // contextStart is where a window must start for decisions at rel to see
