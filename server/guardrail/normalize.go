@@ -481,6 +481,10 @@ func weight(r rune, enc string, afterSpace bool) (n int, space bool) {
 	var out string
 	if e := simpleOf(enc); e.ign(true) {
 		return 0, afterSpace
+	} else if !e.ok(true) && (isMark(r) || ignorable(r)) {
+		return 0, afterSpace // dropped, without normalising it alone
+	} else if !e.ok(true) && (unicode.IsLetter(r) || unicode.IsDigit(r)) {
+		return 1, false // a letter or digit is never a space alone
 	} else if e.ok(true) {
 		if e.out(true) != ' ' {
 			return 1, false
@@ -522,6 +526,22 @@ func TailStart(s string, n int) (start, got int) {
 		i -= sz
 	}
 	return 0, got
+}
+
+// Blank reports whether the rules read s as whitespace at most: every
+// rune of it is dropped (ignorable characters, marks) or read as a space
+// (whitespace, joiners, spacing diacritics).
+func Blank(s string) bool {
+	for i := 0; i < len(s); {
+		r, sz := utf8.DecodeRuneInString(s[i:])
+		if _, sp := weight(r, s[i:i+sz], true); !sp {
+			if w, _ := weight(r, s[i:i+sz], false); w > 0 {
+				return false
+			}
+		}
+		i += sz
+	}
+	return true
 }
 
 // HeadEnd is where the head of s that holds n characters as the rules
