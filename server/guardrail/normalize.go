@@ -176,6 +176,10 @@ func plainer(r rune) rune {
 	case '\u00B7', '\u2022', '\u2027', '\u2219', '\u22C5', '\u30FB':
 		// middle dots and bullets: 4111·1111·1111·1111
 		return '.'
+	case '\u2800':
+		// the blank braille pattern, which shows as a space (fourth
+		// attack pass C9: "ignore⠀all previous instructions" passed)
+		return ' '
 	}
 	return r
 }

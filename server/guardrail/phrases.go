@@ -102,8 +102,19 @@ func isWordRune(r rune) bool {
 	if r < utf8.RuneSelf {
 		return bcls[byte(r)]&bWord != 0
 	}
+	if unicode.In(r, unspaced...) {
+		// a script written without spaces: each of its letters is a
+		// word boundary, so a Latin phrase glued to Chinese or Japanese
+		// text is found ("请ignore all previous instructions": fourth
+		// attack pass C8), and a banned word of the script inside a
+		// sentence of it
+		return false
+	}
 	return unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.IsMark(r)
 }
+
+// unspaced are the scripts written without spaces between words.
+var unspaced = []*unicode.RangeTable{unicode.Han, unicode.Hiragana, unicode.Katakana, unicode.Hangul, unicode.Thai, unicode.Lao, unicode.Khmer, unicode.Myanmar}
 
 // trie finds the patterns (folded phrases) that begin where a word may
 // begin: a match must sit on word boundaries, so it can only start where
