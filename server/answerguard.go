@@ -656,6 +656,14 @@ func (g *answerGuard) chunk(ch *flexwayv1.ChatCompletionChunk) (drop bool, err e
 			g.writeLeaves(idx, df, &choice.ExtraFields)
 			continue
 		}
+		for k := range d.GetExtraFields() {
+			if f := heldSpelling(k); f != "" {
+				// "Refusal", "Tool_Calls": a Go client reads them as the
+				// fields, which are held back; spelled so they would be
+				// checked chunk by chunk (fourth attack pass C4)
+				return false, faults.New(faults.UpstreamError, "the upstream sent %q for %s, which the response guardrails cannot hold back", k, f)
+			}
+		}
 		keep = keep || d.GetRole() != ""
 		if s := d.GetText(); s != "" {
 			if err := g.push(g.channel(idx, chanContent, 0), s); err != nil {
@@ -805,6 +813,17 @@ func (g *answerGuard) reasoningShapes(idx int32, raw string) bool {
 		}
 	}
 	return false
+}
+
+// heldSpelling is the held-back delta field that k spells in another
+// case, "" when it spells none (or the field itself).
+func heldSpelling(k string) string {
+	for _, f := range [...]string{"content", "refusal", "reasoning_content", "reasoning", "tool_calls"} {
+		if k != f && strings.EqualFold(k, f) {
+			return f
+		}
+	}
+	return ""
 }
 
 // flushChoice flushes every channel of choice idx (its finish_reason).

@@ -166,7 +166,7 @@ func leafPath(sp *leafSpec, v jsonstring.Value, vs []jsonstring.Value) (int, str
 		for _, m := range sp.members {
 			// member names in any case: encoding/json clients match them
 			// so (third attack pass B3)
-			if len(v.Path) == len(m)+1 && v.Path[0] == '.' && strings.EqualFold(v.Path[1:], m) {
+			if len(v.Path) > 1 && v.Path[0] == '.' && strings.EqualFold(v.Path[1:], m) {
 				return 0, m, true
 			}
 		}

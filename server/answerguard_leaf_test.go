@@ -183,6 +183,10 @@ func TestStreamHeldBackFieldsOddShapes(t *testing.T) {
 		{"reasoning_details": `[{"index":0,"text":"a","Text":"b"}]`},
 		{"function_call": `{"arguments":"a","arguments":"b"}`},
 		{"function_call": `{"arguments":"a"}`, "Function_call": `{"arguments":"b"}`},
+		// a held-back field in another case (fourth attack pass C4)
+		{"Refusal": `"sk-proj-abcdefghij"`},
+		{"Content": `"sk-proj-abcdefghij"`},
+		{"Tool_Calls": `[{"index":0,"function":{"arguments":"sk-proj-abcdefghij"}}]`},
 	} {
 		ch := &flexwayv1.ChatCompletionChunk{Id: "c1", Choices: []*flexwayv1.ChatCompletionChunkChoice{{Index: 0, Delta: &flexwayv1.ChatMessage{ExtraFields: fields}}}}
 		r, _, err := relayGuarded(t, st, nil, ch, finishChunk(0))
