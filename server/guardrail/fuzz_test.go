@@ -143,6 +143,9 @@ func TestHolderBlobBounded(t *testing.T) {
 		// match, not one per BEGIN line: that took 52 s), and an eighth
 		// more while a large hold waits to be rescanned (bigHold)
 		{"-----BEGIN RSA PRIVATE KEY-----\nAAAA\n", 50_000, pemMax + pemMax/8 + 64},
+		// repeated PuTTY headers: each match ends at the next header,
+		// not chained into one hold of the stream (fourth attack pass C7)
+		{"PuTTY-User-Key-File-3: x\n", 200_000, 4 << 10},
 		// zero-width characters and combining marks: the context walked
 		// back over all of them, and a run of marks was one segment held
 		// whole (attack pass: over 120 s and 45 s)
