@@ -548,6 +548,34 @@ func Blank(s string) bool {
 	return true
 }
 
+// BlankEnd is where the run of runes the rules read as whitespace at
+// most (see Blank) that ends s begins: len(s) when s does not end with
+// one. BlankStart is where the one that begins s ends.
+func BlankEnd(s string) int {
+	i := len(s)
+	for i > 0 {
+		_, sz := utf8.DecodeLastRuneInString(s[:i])
+		if !Blank(s[i-sz : i]) {
+			break
+		}
+		i -= sz
+	}
+	return i
+}
+
+// BlankStart: see BlankEnd.
+func BlankStart(s string) int {
+	i := 0
+	for i < len(s) {
+		_, sz := utf8.DecodeRuneInString(s[i:])
+		if !Blank(s[i : i+sz]) {
+			break
+		}
+		i += sz
+	}
+	return i
+}
+
 // HeadEnd is where the head of s that holds n characters as the rules
 // count them ends (see TailStart): s[:end] counts got, less than n only
 // when end is len(s). end is a rune start.

@@ -464,7 +464,7 @@ func (c *checking) acrossMessages(sc *guardrail.Scanner) *guardrail.Rule {
 	}
 	pieces := make([]piece, 0, 8)
 	b := make([]byte, 0, 2*window+1)
-	type span struct{ v, i, from int }
+	type span struct{ v, i, from, to int }
 	var tail []span
 	for u := 1; u < len(units); u++ {
 		pieces, b, tail = pieces[:0], b[:0], tail[:0]
@@ -476,13 +476,18 @@ func (c *checking) acrossMessages(sc *guardrail.Scanner) *guardrail.Rule {
 		for v := u - 1; v >= 0; v-- {
 			for k := len(units[v]) - 1; k >= 0; k-- {
 				i := units[v][k]
+				// the blank run ending a text reads as the line break
+				// joining it to the next: left out of the window, it
+				// spends none of the budget (fourth attack pass C3:
+				// 5,000 spaces after "ignore all" pushed the phrase out)
 				text := c.texts[i].text
+				text = text[:guardrail.BlankEnd(text)]
 				from := runeStart(text, max(0, len(text)-budget))
 				st, got := guardrail.TailStart(text[from:], need)
 				st += from
 				need -= got
 				budget -= len(text) - st
-				tail = append(tail, span{v, i, st})
+				tail = append(tail, span{v, i, st, len(text)})
 				if st > 0 || need == 0 || budget <= 0 {
 					cutStart = st > 0 || k > 0 || v > 0
 					break back
@@ -501,8 +506,8 @@ func (c *checking) acrossMessages(sc *guardrail.Scanner) *guardrail.Rule {
 			if sp.v == u-1 && lo < 0 {
 				lo = len(pieces)
 			}
-			pieces = append(pieces, piece{t: sp.i, from: sp.from, to: len(c.texts[sp.i].text), at: len(b)})
-			b = append(b, c.texts[sp.i].text[sp.from:]...)
+			pieces = append(pieces, piece{t: sp.i, from: sp.from, to: sp.to, at: len(b)})
+			b = append(b, c.texts[sp.i].text[sp.from:sp.to]...)
 		}
 		b = append(b, '\n')
 		hi := len(pieces) // the first piece of unit u
@@ -519,12 +524,14 @@ func (c *checking) acrossMessages(sc *guardrail.Scanner) *guardrail.Rule {
 					b = append(b, '\n')
 				}
 				text := c.texts[i].text
-				text = text[:runeStart(text, min(len(text), budget))]
-				end, got := guardrail.HeadEnd(text, need)
+				lead := guardrail.BlankStart(text) // as the tail's blank end
+				text = text[:lead+runeStart(text[lead:], min(len(text)-lead, budget))]
+				end, got := guardrail.HeadEnd(text[lead:], need)
+				end += lead
 				need -= got
-				budget -= end
-				pieces = append(pieces, piece{t: i, from: 0, to: end, at: len(b)})
-				b = append(b, text[:end]...)
+				budget -= end - lead
+				pieces = append(pieces, piece{t: i, from: lead, to: end, at: len(b)})
+				b = append(b, text[lead:end]...)
 				if end < len(c.texts[i].text) || (need == 0 || budget <= 0) && (k < len(units[v])-1 || v < len(units)-1) {
 					cutEnd = true
 					break fwd
