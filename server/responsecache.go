@@ -65,8 +65,10 @@ const HeaderCache = "flexway-cache"
 // reports a hit with its price in nano-euros. The partition is the
 // tenant, the alias and arm, the planned backend and model, the
 // operation and the sensitive flag; the key, the request's canonical
-// JSON ([cache.ExactKey]) as it goes upstream, guardrail redactions
-// included. Cache-Control: no-cache skips the lookup, no-store the
+// JSON ([cache.ExactKey]): of the body the caller sent when the HTTP
+// front put its key in ctx ([call.WithCacheKey]: more specific than the
+// request as redacted), else of the request as it goes upstream.
+// Cache-Control: no-cache skips the lookup, no-store the
 // store. A request that cannot be keyed is a bypass; nothing here fails
 // a call.
 func (c *Core) CacheLookup(ctx context.Context, st *call.State, req any) (int64, bool) {
@@ -89,13 +91,15 @@ func (c *Core) CacheLookup(ctx context.Context, st *call.State, req any) (int64,
 		return 0, false // a sensitive call: neither looked up nor stored
 	}
 	noCache, noStore := cacheControl(ctx)
-	body, err := openaiwire.AppendChatCompletionRequest(nil, chat, openaiwire.Upstream{})
-	if err != nil {
-		return 0, false
-	}
-	k, err := cache.ExactKey(body)
-	if err != nil {
-		return 0, false
+	k, ok := call.CacheKeyFrom(ctx) // the HTTP front's, from the body as sent
+	if !ok {
+		body, err := openaiwire.AppendChatCompletionRequest(nil, chat, openaiwire.Upstream{})
+		if err != nil {
+			return 0, false
+		}
+		if k, err = cache.ExactKey(body); err != nil {
+			return 0, false
+		}
 	}
 	p := cache.Partition{Tenant: st.Tenant, Alias: chat.GetModel(), Backend: backend, Model: chat.GetModel(), Operation: st.Operation, Sensitive: st.Sensitive}
 	if t, ok := st.AliasTargets[backend]; ok {

@@ -16,6 +16,7 @@ import (
 	"github.com/flexway/flexway/server/cache"
 	"github.com/flexway/flexway/server/cache/memstore"
 	"github.com/flexway/flexway/server/call"
+	"github.com/flexway/flexway/server/openaiwire"
 )
 
 // countingBackend answers every unary chat with one fixed answer and
@@ -174,12 +175,31 @@ func BenchmarkCacheLookupHit4KiB(b *testing.B) {
 		c.storeJSON(st, &flexwayv1.ChatCompletion{Model: "m", Choices: []*flexwayv1.ChatCompletionChoice{{Message: &flexwayv1.ChatMessage{Role: "assistant", Content: &flexwayv1.ChatMessage_Text{Text: "ok"}}, FinishReason: proto.String("stop")}}})
 	}
 	req.ExtraFields["seed"] = "42"
-	ctx := context.Background()
-	b.ReportAllocs()
-	for b.Loop() {
-		st := &call.State{Tenant: "acme", Operation: "ai.chatCompletions", Plan: []string{"main"}}
-		if _, hit := c.CacheLookup(ctx, st, req); !hit {
-			b.Fatal("no hit")
+	b.Run("encoded", func(b *testing.B) { // a gRPC caller's: the request encoded again
+		ctx := context.Background()
+		b.ReportAllocs()
+		for b.Loop() {
+			st := &call.State{Tenant: "acme", Operation: "ai.chatCompletions", Plan: []string{"main"}}
+			if _, hit := c.CacheLookup(ctx, st, req); !hit {
+				b.Fatal("no hit")
+			}
 		}
-	}
+	})
+	b.Run("front", func(b *testing.B) { // the HTTP front's: keyed from the body as sent, memoised
+		body, _ := openaiwire.AppendChatCompletionRequest(nil, req, openaiwire.Upstream{})
+		keyer := cache.NewKeyer(1 << 20)
+		b.SetBytes(int64(len(body)))
+		b.ReportAllocs()
+		for b.Loop() {
+			ks, err := keyer.Keys(body, false)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx := call.WithCacheKey(context.Background(), ks.Exact)
+			st := &call.State{Tenant: "acme", Operation: "ai.chatCompletions", Plan: []string{"main"}}
+			if _, hit := c.CacheLookup(ctx, st, req); !hit {
+				b.Fatal("no hit")
+			}
+		}
+	})
 }

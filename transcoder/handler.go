@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flexway/flexway/server/cache"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
@@ -32,8 +34,9 @@ type front struct {
 	embeddings flexwayv1.EmbeddingsServiceClient
 	models     flexwayv1.ModelsServiceClient
 	log        *slog.Logger
-	forward    []string  // lower-case header names
-	bodies     *inflight // the bytes of the bodies being read
+	forward    []string     // lower-case header names
+	keyer      *cache.Keyer // the response cache's keys of chat bodies; nil: not keyed
+	bodies     *inflight    // the bytes of the bodies being read
 }
 
 // New returns the HTTP front's handler. It is safe for concurrent use.
@@ -73,6 +76,10 @@ func build(opts Options) (*front, http.Handler, error) {
 		if h != "" {
 			f.forward = append(f.forward, strings.ToLower(h))
 		}
+	}
+	if opts.CacheKeyer != nil {
+		f.keyer = opts.CacheKeyer
+		f.forward = append(f.forward, "cache-control")
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", f.chatCompletions)
@@ -392,6 +399,13 @@ func readRequest[T any](f *front, w http.ResponseWriter, r *http.Request, operat
 		return nil, req, false
 	}
 	req, err := parse(body)
+	if err == nil && f.keyer != nil && operation == config.OperationChatCompletions {
+		// the response cache's key, from the body as sent (one hash of
+		// it when sent before byte for byte), before the buffer goes
+		if ks, kerr := f.keyer.Keys(body, false); kerr == nil {
+			ctx = call.WithCacheKey(ctx, ks.Exact)
+		}
+	}
 	release()
 	if err != nil {
 		writeOpenAIError(w, faults.As(err))

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/flexway/flexway/server/cache"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
@@ -66,6 +68,12 @@ type Options struct {
 	// arrival at the front to the end of the answer: the HTTP server
 	// metrics ([telemetry.Metrics.ObserveHTTP]).
 	Observe func(r *http.Request, status int, took time.Duration)
+	// CacheKeyer, when set (a policy turns the response cache on), keys
+	// each chat request from its body as sent ([call.WithCacheKey]), so
+	// that the cache's lookup does not encode the request again; and the
+	// request's Cache-Control goes to the core. Nil: chat requests are
+	// not keyed here.
+	CacheKeyer *cache.Keyer
 }
 
 // Core is the front's channel to the gRPC core: unary calls through
