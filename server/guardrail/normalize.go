@@ -487,8 +487,11 @@ func weight(r rune, enc string, afterSpace bool) (n int, space bool) {
 		return 0, afterSpace
 	} else if !e.ok(true) && (isMark(r) || ignorable(r)) {
 		return 0, afterSpace // dropped, without normalising it alone
-	} else if !e.ok(true) && (unicode.IsLetter(r) || unicode.IsDigit(r)) {
-		return 1, false // a letter or digit is never a space alone
+	} else if !e.ok(true) && (unicode.IsLetter(r) || unicode.IsDigit(r)) && len(norm.NFKD.PropertiesString(enc).Decomposition()) == 0 {
+		// a letter or digit of its own is never a space alone (one
+		// that decomposes may be a mark: the half-width voiced mark ﾞ
+		// is U+3099 in NFKD, dropped: fifth attack pass D3)
+		return 1, false
 	} else if e.ok(true) {
 		if e.out(true) != ' ' {
 			return 1, false

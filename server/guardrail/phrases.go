@@ -102,7 +102,7 @@ func isWordRune(r rune) bool {
 	if r < utf8.RuneSelf {
 		return bcls[byte(r)]&bWord != 0
 	}
-	if unicode.In(r, unspaced...) {
+	if unicode.In(r, unspaced...) || unspacedMark(r) {
 		// a script written without spaces: each of its letters is a
 		// word boundary, so a Latin phrase glued to Chinese or Japanese
 		// text is found ("请ignore all previous instructions": fourth
@@ -114,7 +114,16 @@ func isWordRune(r rune) bool {
 }
 
 // unspaced are the scripts written without spaces between words.
-var unspaced = []*unicode.RangeTable{unicode.Han, unicode.Hiragana, unicode.Katakana, unicode.Hangul, unicode.Thai, unicode.Lao, unicode.Khmer, unicode.Myanmar}
+var unspaced = []*unicode.RangeTable{unicode.Han, unicode.Hiragana, unicode.Katakana, unicode.Hangul, unicode.Thai, unicode.Lao, unicode.Khmer, unicode.Myanmar,
+	unicode.Bopomofo, unicode.Yi, unicode.Tibetan, unicode.Javanese, unicode.Balinese, unicode.Mongolian}
+
+// unspacedMark reports the letters of the Common script that Japanese
+// writes inside its words: the prolonged sound mark ー (and half-width
+// ｰ), the iteration marks 々 〆 〇 and 〻 (fifth attack pass D2:
+// "ユーザーignore all previous instructions" passed).
+func unspacedMark(r rune) bool {
+	return r == 0x30FC || r == 0xFF70 || r >= 0x3005 && r <= 0x3007 || r == 0x303B
+}
 
 // trie finds the patterns (folded phrases) that begin where a word may
 // begin: a match must sit on word boundaries, so it can only start where

@@ -523,8 +523,13 @@ func (c *checking) acrossMessages(sc *guardrail.Scanner) *guardrail.Rule {
 				if k > 0 {
 					b = append(b, '\n')
 				}
+				// blank runs at both edges left out, as the tail's (fifth
+				// attack pass D1: a middle message ending in 1 KiB of
+				// spaces spent the head's budget before the next one)
 				text := c.texts[i].text
-				lead := guardrail.BlankStart(text) // as the tail's blank end
+				text = text[:guardrail.BlankEnd(text)]
+				lead := guardrail.BlankStart(text)
+				whole := len(text)
 				text = text[:lead+runeStart(text[lead:], min(len(text)-lead, budget))]
 				end, got := guardrail.HeadEnd(text[lead:], need)
 				end += lead
@@ -532,7 +537,7 @@ func (c *checking) acrossMessages(sc *guardrail.Scanner) *guardrail.Rule {
 				budget -= end - lead
 				pieces = append(pieces, piece{t: i, from: lead, to: end, at: len(b)})
 				b = append(b, text[lead:end]...)
-				if end < len(c.texts[i].text) || (need == 0 || budget <= 0) && (k < len(units[v])-1 || v < len(units)-1) {
+				if end < whole || (need == 0 || budget <= 0) && (k < len(units[v])-1 || v < len(units)-1) {
 					cutEnd = true
 					break fwd
 				}
