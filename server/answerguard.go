@@ -603,9 +603,24 @@ func (g *answerGuard) chunk(ch *flexwayv1.ChatCompletionChunk) (drop bool, err e
 	before := hasContent(ch)
 	keep := false // the chunk carries something besides held text
 	var args []toolcalls.Call
-	// The chunk's and each choice's unknown fields (a legacy "text", a
-	// "Choices" or "Delta" spelled otherwise, which encoding/json clients
-	// read as the real ones), chunk by chunk like a delta's.
+	// A member the decoder matches exactly, spelled in another case
+	// ("Choices", "Delta"), which encoding/json clients read as the real
+	// one: checked chunk by chunk, a key split across two chunks of it
+	// passed (fifth attack pass D4). The stream ends, unsent.
+	for k := range ch.GetExtraFields() {
+		if f := otherSpelling(k, "choices"); f != "" {
+			return false, faults.New(faults.UpstreamError, "the upstream sent %q for %s, which the response guardrails cannot hold back", k, f)
+		}
+	}
+	for _, choice := range ch.GetChoices() {
+		for k := range choice.GetExtraFields() {
+			if f := otherSpelling(k, "delta", "message", "index", "finish_reason"); f != "" {
+				return false, faults.New(faults.UpstreamError, "the upstream sent %q for %s, which the response guardrails cannot hold back", k, f)
+			}
+		}
+	}
+	// The chunk's and each choice's other unknown fields (a legacy
+	// "text"), chunk by chunk like a delta's.
 	if err := g.extras(ch.GetExtraFields(), ""); err != nil {
 		return false, err
 	}
@@ -818,7 +833,13 @@ func (g *answerGuard) reasoningShapes(idx int32, raw string) bool {
 // heldSpelling is the held-back delta field that k spells in another
 // case, "" when it spells none (or the field itself).
 func heldSpelling(k string) string {
-	for _, f := range [...]string{"content", "refusal", "reasoning_content", "reasoning", "tool_calls"} {
+	return otherSpelling(k, "content", "refusal", "reasoning_content", "reasoning", "tool_calls")
+}
+
+// otherSpelling is the member of fields that k spells in another case,
+// "" when it spells none (or the member itself).
+func otherSpelling(k string, fields ...string) string {
+	for _, f := range fields {
 		if k != f && strings.EqualFold(k, f) {
 			return f
 		}

@@ -731,10 +731,18 @@ func TestOtherSpellings(t *testing.T) {
 			t.Errorf("%s: err %v, wire %s", chunk, err, r.wire())
 		}
 	}
-	ch, _ := openaiwire.ParseChatCompletionChunk([]byte(`{"id":"c1","Choices":[{"index":0,"delta":{"content":"card 4111 1111 1111 1111"}}]}`))
-	r, _, err := relayGuarded(t, st, nil, ch, finishChunk(0))
-	if err != nil || strings.Contains(r.wire(), "4111") || !strings.Contains(r.wire(), "[REDACTED:credit_card]") {
-		t.Errorf("a chunk's Choices: err %v, wire %s", err, r.wire())
+	// a member spelled in another case ends the stream, unsent: checked
+	// chunk by chunk, a card split across two chunks of it passed (fifth
+	// attack pass D4)
+	for _, chunk := range []string{
+		`{"id":"c1","Choices":[{"index":0,"delta":{"content":"card 4111 1111 "}}]}`,
+		`{"id":"c1","choices":[{"index":0,"DELTA":{"content":"card 4111 1111 "}}]}`,
+	} {
+		ch, _ := openaiwire.ParseChatCompletionChunk([]byte(chunk))
+		r, _, err := relayGuarded(t, st, nil, ch, finishChunk(0))
+		if f := faults.As(err); f == nil || f.Reason != faults.UpstreamError || strings.Contains(r.wire(), "4111") {
+			t.Errorf("%s: err %v, wire %s", chunk, err, r.wire())
+		}
 	}
 }
 
