@@ -650,14 +650,8 @@ func (g *answerGuard) chunk(ch *flexwayv1.ChatCompletionChunk) (drop bool, err e
 			}
 		}
 		if d == nil {
-			if len(g.chans) > maxChannels {
-				return false, errTooManyChannels()
-			}
-			if choice.FinishReason != nil {
-				g.finished = append(g.finished, idx)
-				if err := g.flushChoice(idx); err != nil {
-					return false, err
-				}
+			if err := g.endChoice(idx, choice.FinishReason != nil); err != nil {
+				return false, err
 			}
 			if g.pending(idx, false) {
 				d = &flexwayv1.ChatMessage{}
@@ -774,14 +768,8 @@ func (g *answerGuard) chunk(ch *flexwayv1.ChatCompletionChunk) (drop bool, err e
 				}
 			}
 		}
-		if len(g.chans) > maxChannels {
-			return false, errTooManyChannels()
-		}
-		if choice.FinishReason != nil {
-			g.finished = append(g.finished, idx)
-			if err := g.flushChoice(idx); err != nil {
-				return false, err
-			}
+		if err := g.endChoice(idx, choice.FinishReason != nil); err != nil {
+			return false, err
 		}
 		g.write(idx, d, raw, args)
 		g.writeLeaves(idx, &d.ExtraFields, &choice.ExtraFields)
@@ -845,6 +833,19 @@ func otherSpelling(k string, fields ...string) string {
 		}
 	}
 	return ""
+}
+
+// endChoice ends a choice's part of a chunk: past maxChannels the stream
+// is refused; at its finish_reason (finished) its channels are flushed.
+func (g *answerGuard) endChoice(idx int32, finished bool) error {
+	if len(g.chans) > maxChannels {
+		return errTooManyChannels()
+	}
+	if finished {
+		g.finished = append(g.finished, idx)
+		return g.flushChoice(idx)
+	}
+	return nil
 }
 
 // flushChoice flushes every channel of choice idx (its finish_reason).

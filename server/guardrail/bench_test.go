@@ -85,16 +85,21 @@ func BenchmarkFindUnicode4KiB(b *testing.B) {
 // BenchmarkHolderChunk: one ~20-byte streamed chunk through a Holder, hold
 // back included.
 func BenchmarkHolderChunk(b *testing.B) {
-	s := benchScanner(b)
+	b.ReportAllocs()
+	pushChunks(b, benchScanner(b), prose4K, 20)
+}
+
+// pushChunks pushes text to Holders of s in chunks of size bytes, one
+// chunk per iteration, a new Holder each time the text is done.
+func pushChunks(b *testing.B, s *Scanner, text string, size int) {
 	var chunks []string
-	for t := prose4K; len(t) > 0; {
-		k := min(len(t), 20)
+	for t := text; len(t) > 0; {
+		k := min(len(t), size)
 		chunks = append(chunks, t[:k])
 		t = t[k:]
 	}
 	h := s.NewHolder()
 	i := 0
-	b.ReportAllocs()
 	for b.Loop() {
 		h.Push(chunks[i])
 		i++
@@ -155,27 +160,9 @@ func BenchmarkHolderChunkNonASCII(b *testing.B) {
 		{"tag", "\U000E0041"},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			s := benchScanner(b)
-			text := strings.Repeat(tc.unit, 4096/len(tc.unit))
-			var chunks []string
-			for t := text; len(t) > 0; {
-				k := min(len(t), 10)
-				chunks = append(chunks, t[:k])
-				t = t[k:]
-			}
-			h := s.NewHolder()
-			i := 0
 			b.SetBytes(10)
 			b.ReportAllocs()
-			for b.Loop() {
-				h.Push(chunks[i])
-				i++
-				if i == len(chunks) {
-					h.Flush()
-					h = s.NewHolder()
-					i = 0
-				}
-			}
+			pushChunks(b, benchScanner(b), strings.Repeat(tc.unit, 4096/len(tc.unit)), 10)
 		})
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+	"unsafe"
 
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
 	"github.com/flexway/flexway/server/call"
@@ -462,6 +463,11 @@ func (c *checking) acrossMessages(sc *guardrail.Scanner) *guardrail.Rule {
 			units = append(units, []int{i})
 		}
 	}
+	// each text's blank edges, measured once: a message is visited by
+	// up to 2×window boundaries, and its blank run was rescanned by each
+	// (fifth attack pass D5: 130 messages of a letter and 15,000 marks
+	// took 5.7 s)
+	edges := blankEdges{ends: make(map[textID]int), starts: make(map[textID]int)}
 	pieces := make([]piece, 0, 8)
 	b := make([]byte, 0, 2*window+1)
 	type span struct{ v, i, from, to int }
@@ -481,7 +487,7 @@ func (c *checking) acrossMessages(sc *guardrail.Scanner) *guardrail.Rule {
 				// spends none of the budget (fourth attack pass C3:
 				// 5,000 spaces after "ignore all" pushed the phrase out)
 				text := c.texts[i].text
-				text = text[:guardrail.BlankEnd(text)]
+				text = text[:edges.end(i, text)]
 				from := runeStart(text, max(0, len(text)-budget))
 				st, got := guardrail.TailStart(text[from:], need)
 				st += from
@@ -527,8 +533,8 @@ func (c *checking) acrossMessages(sc *guardrail.Scanner) *guardrail.Rule {
 				// attack pass D1: a middle message ending in 1 KiB of
 				// spaces spent the head's budget before the next one)
 				text := c.texts[i].text
-				text = text[:guardrail.BlankEnd(text)]
-				lead := guardrail.BlankStart(text)
+				text = text[:edges.end(i, text)]
+				lead := edges.start(i, text)
 				whole := len(text)
 				text = text[:lead+runeStart(text[lead:], min(len(text)-lead, budget))]
 				end, got := guardrail.HeadEnd(text[lead:], need)
@@ -551,6 +557,40 @@ func (c *checking) acrossMessages(sc *guardrail.Scanner) *guardrail.Rule {
 		}
 	}
 	return nil
+}
+
+// blankEdges remembers where a text's blank end begins and where its
+// blank start ends, by the text's bytes (a redaction across a boundary
+// makes a new string, measured again).
+type blankEdges struct{ ends, starts map[textID]int }
+
+// textID names a string by its bytes' address and length.
+type textID struct {
+	p *byte
+	n int
+}
+
+func idOf(s string) textID { return textID{unsafe.StringData(s), len(s)} }
+
+func (e blankEdges) end(_ int, text string) int {
+	id := idOf(text)
+	if v, ok := e.ends[id]; ok {
+		return v
+	}
+	v := guardrail.BlankEnd(text)
+	e.ends[id] = v
+	return v
+}
+
+// start is BlankStart of text (a text up to its blank end).
+func (e blankEdges) start(_ int, text string) int {
+	id := idOf(text)
+	if v, ok := e.starts[id]; ok {
+		return v
+	}
+	v := guardrail.BlankStart(text)
+	e.starts[id] = v
+	return v
 }
 
 // runeStart is i, moved back to the start of the rune it is in.

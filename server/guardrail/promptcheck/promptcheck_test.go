@@ -748,6 +748,18 @@ func TestAcrossMessagesZeroWeight(t *testing.T) {
 	if !errors.As(err, &fe) || fe.Reason != faults.GuardrailViolation {
 		t.Errorf("the phrase over three messages, the middle ending in blank: %v", err)
 	}
+	// long blank runs are measured once, not at each boundary (D5)
+	var long []*flexwayv1.ChatMessage
+	for range 130 {
+		long = append(long, textMsg("user", "a"+strings.Repeat("\u0301", 15000)))
+	}
+	t0 = time.Now()
+	if err := check(t.Context(), st, &flexwayv1.CreateChatCompletionRequest{Model: "m", Messages: long}); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(t0); d > 3*time.Second {
+		t.Errorf("130 messages of a letter and 15,000 marks took %v", d)
+	}
 	// many short messages of marks and a letter: linear (C5: 12 s)
 	var msgs []*flexwayv1.ChatMessage
 	for range 10000 {
