@@ -613,6 +613,12 @@ func (g *answerGuard) chunk(ch *flexwayv1.ChatCompletionChunk) (drop bool, err e
 		}
 	}
 	for _, choice := range ch.GetChoices() {
+		if _, ok := choice.GetExtraFields()["message"]; ok {
+			// a JSON answer's member in a stream chunk: a client that
+			// reads it would join what is checked chunk by chunk (sixth
+			// attack pass E3)
+			return false, faults.New(faults.UpstreamError, "the upstream sent a message in a stream chunk, which the response guardrails cannot hold back")
+		}
 		for k := range choice.GetExtraFields() {
 			if f := otherSpelling(k, "delta", "message", "index", "finish_reason"); f != "" {
 				return false, faults.New(faults.UpstreamError, "the upstream sent %q for %s, which the response guardrails cannot hold back", k, f)

@@ -737,6 +737,8 @@ func TestOtherSpellings(t *testing.T) {
 	for _, chunk := range []string{
 		`{"id":"c1","Choices":[{"index":0,"delta":{"content":"card 4111 1111 "}}]}`,
 		`{"id":"c1","choices":[{"index":0,"DELTA":{"content":"card 4111 1111 "}}]}`,
+		// and a JSON answer's message in a stream chunk (sixth pass E3)
+		`{"id":"c1","choices":[{"index":0,"message":{"content":"card 4111 1111 "}}]}`,
 	} {
 		ch, _ := openaiwire.ParseChatCompletionChunk([]byte(chunk))
 		r, _, err := relayGuarded(t, st, nil, ch, finishChunk(0))

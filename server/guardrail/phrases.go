@@ -115,14 +115,17 @@ func isWordRune(r rune) bool {
 
 // unspaced are the scripts written without spaces between words.
 var unspaced = []*unicode.RangeTable{unicode.Han, unicode.Hiragana, unicode.Katakana, unicode.Hangul, unicode.Thai, unicode.Lao, unicode.Khmer, unicode.Myanmar,
-	unicode.Bopomofo, unicode.Yi, unicode.Tibetan, unicode.Javanese, unicode.Balinese, unicode.Mongolian}
+	unicode.Bopomofo, unicode.Yi, unicode.Tibetan, unicode.Javanese, unicode.Balinese, unicode.Mongolian,
+	unicode.Tai_Tham, unicode.New_Tai_Lue, unicode.Tai_Le, unicode.Tai_Viet, unicode.Buginese, unicode.Ahom,
+	unicode.Nushu, unicode.Tangut, unicode.Khitan_Small_Script, unicode.Phags_Pa}
 
 // unspacedMark reports the letters of the Common script that Japanese
 // writes inside its words: the prolonged sound mark ー (and half-width
-// ｰ), the iteration marks 々 〆 〇 and 〻 (fifth attack pass D2:
+// ｰ), the iteration marks 々 〆 〇 〻, the vertical repeat marks 〱–〵
+// and the masu mark 〼 (fifth and sixth attack passes D2, E2:
 // "ユーザーignore all previous instructions" passed).
 func unspacedMark(r rune) bool {
-	return r == 0x30FC || r == 0xFF70 || r >= 0x3005 && r <= 0x3007 || r == 0x303B
+	return r == 0x30FC || r == 0xFF70 || r >= 0x3005 && r <= 0x3007 || r >= 0x3031 && r <= 0x3035 || r == 0x303B || r == 0x303C
 }
 
 // trie finds the patterns (folded phrases) that begin where a word may

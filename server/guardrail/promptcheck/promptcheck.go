@@ -486,16 +486,19 @@ func (c *checking) acrossMessages(sc *guardrail.Scanner) *guardrail.Rule {
 				// joining it to the next: left out of the window, it
 				// spends none of the budget (fourth attack pass C3:
 				// 5,000 spaces after "ignore all" pushed the phrase out)
+				// and the blank run starting it too (sixth attack pass
+				// E1: 1 KiB of spaces before a part's first word)
 				text := c.texts[i].text
 				text = text[:edges.end(i, text)]
-				from := runeStart(text, max(0, len(text)-budget))
+				lead := edges.start(i, text)
+				from := lead + runeStart(text[lead:], max(0, len(text)-lead-budget))
 				st, got := guardrail.TailStart(text[from:], need)
 				st += from
 				need -= got
 				budget -= len(text) - st
 				tail = append(tail, span{v, i, st, len(text)})
-				if st > 0 || need == 0 || budget <= 0 {
-					cutStart = st > 0 || k > 0 || v > 0
+				if st > lead || need == 0 || budget <= 0 {
+					cutStart = st > lead || k > 0 || v > 0
 					break back
 				}
 			}
