@@ -575,24 +575,21 @@ type textID struct {
 
 func idOf(s string) textID { return textID{unsafe.StringData(s), len(s)} }
 
-func (e blankEdges) end(_ int, text string) int {
-	id := idOf(text)
-	if v, ok := e.ends[id]; ok {
-		return v
-	}
-	v := guardrail.BlankEnd(text)
-	e.ends[id] = v
-	return v
-}
+func (e blankEdges) end(_ int, text string) int { return memo(e.ends, text, guardrail.BlankEnd) }
 
 // start is BlankStart of text (a text up to its blank end).
 func (e blankEdges) start(_ int, text string) int {
+	return memo(e.starts, text, guardrail.BlankStart)
+}
+
+// memo is f(text), remembered in m by the text's identity.
+func memo(m map[textID]int, text string, f func(string) int) int {
 	id := idOf(text)
-	if v, ok := e.starts[id]; ok {
+	if v, ok := m[id]; ok {
 		return v
 	}
-	v := guardrail.BlankStart(text)
-	e.starts[id] = v
+	v := f(text)
+	m[id] = v
 	return v
 }
 
