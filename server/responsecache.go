@@ -2,19 +2,18 @@ package server
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"strings"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/protobuf/proto"
 
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
 	"github.com/flexway/flexway/server/cache"
 	"github.com/flexway/flexway/server/call"
+	"github.com/flexway/flexway/server/guardrail"
 	"github.com/flexway/flexway/server/openaiwire"
+	"github.com/flexway/flexway/server/requestid"
 )
 
 // CacheStore is where the response cache keeps its entries
@@ -148,13 +147,14 @@ func cacheControl(ctx context.Context) (noCache, noStore bool) {
 	return
 }
 
-// replayJSON answers a unary call from a hit: the stored body with a
-// fresh id; the outcome is served by the entry's backend with no token
-// charged and the entry's usage saved.
+// replayJSON answers a unary call from a hit: the stored body, decoded
+// by this call's lookup (its own copy), with a fresh id; the outcome is
+// served by the entry's backend with no token charged and the entry's
+// usage saved.
 func (c *Core) replayJSON(st *call.State) *flexwayv1.ChatCompletion {
 	e := st.Cache.Entry
-	resp := proto.Clone(st.Cache.Answer).(*flexwayv1.ChatCompletion)
-	resp.Id = "chatcmpl-" + randomID()
+	resp := st.Cache.Answer
+	resp.Id = "chatcmpl-" + strings.TrimPrefix(requestid.New(), "req_")
 	o := call.Outcome{Backend: st.Plan[0], Served: true, ModelServed: e.Model, UsageReported: true}
 	o.CacheSavedTokens = e.Usage.InputTokens + e.Usage.OutputTokens
 	st.SetOutcome(o)
@@ -199,16 +199,9 @@ func (c *Core) storeJSON(st *call.State, resp *flexwayv1.ChatCompletion) {
 // denied the answer of st: such an answer is not stored.
 func answerRedacted(st *call.State) bool {
 	for _, g := range st.Guardrails() {
-		if g.Phase == "response" && (g.Action == "redact" || g.Action == "deny") {
+		if g.Phase == guardrail.Response.String() && (g.Action == guardrail.Redact.String() || g.Action == guardrail.Deny.String()) {
 			return true
 		}
 	}
 	return false
-}
-
-// randomID is 24 hex digits from crypto/rand, for a replayed answer's id.
-func randomID() string {
-	var b [12]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }

@@ -144,6 +144,20 @@ func TestCacheExactUnary(t *testing.T) {
 	if _, st, _ = cachedCall(t, c2, "acme", nil, q("0.2"), nil); st.Cache.Status != "miss" || cut.calls.Load() != 2 {
 		t.Errorf("a length answer was stored: %+v", st.Cache)
 	}
+	// an answer a response guardrail redacted is not stored
+	card := &countingBackend{answer: "Your card 4111 1111 1111 1111 is on file.", finish: "stop"}
+	c3 := cacheCore(t, card, &CacheSetting{Mode: "exact", TTL: time.Hour})
+	for range 2 {
+		st := guardState(t, false, nil, redactCards)
+		st.Tenant, st.Operation = "acme", "ai.chatCompletions"
+		resp, st, err := cachedCall(t, c3, "acme", st, q("0.2"), nil)
+		if err != nil || strings.Contains(resp.GetChoices()[0].GetMessage().GetText(), "4111") || st.Cache.Status != "miss" {
+			t.Fatalf("redacted answer: %v, %v, %+v", err, resp, st.Cache)
+		}
+	}
+	if card.calls.Load() != 2 {
+		t.Errorf("a redacted answer was stored: %d upstream calls, want 2", card.calls.Load())
+	}
 	// a sensitive call is neither looked up nor stored
 	if _, st, _ = cachedCall(t, c, "acme", &call.State{RequestID: "r", Tenant: "acme", Operation: "ai.chatCompletions", Sensitive: true}, q("0.2"), nil); st.Cache.Status != "bypass" {
 		t.Errorf("sensitive: %+v", st.Cache)
