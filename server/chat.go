@@ -36,7 +36,7 @@ func (c *Core) CreateChatCompletion(ctx context.Context, req *flexwayv1.CreateCh
 			// the caller's own response rules judge the stored answer:
 			// another agent of the tenant may have filled it under
 			// other policies
-			resp := c.replayJSON(st)
+			resp := c.replayJSON(ctx, st, req.GetModel())
 			if guard != nil {
 				if err := guard.checkJSON(resp); err != nil {
 					return nil, err

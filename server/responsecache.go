@@ -17,20 +17,25 @@ import (
 )
 
 // CacheStore is where the response cache keeps its entries
-// (server/cache/memstore; redisstore for exact entries shared between
-// replicas). Get returns an entry only for its exact key; Set may drop
-// the write (a full store) and never blocks the call.
+// (server/cache/tiered: this process's memory, and Redis for exact
+// entries shared between replicas). Get returns an entry only for its
+// exact key, and every failure of the store is a miss; Set and Del may
+// drop the write (a full store, a dead Redis) and never block the call.
 type CacheStore interface {
-	Get(k cache.StoreKey) (*cache.Entry, bool)
-	Set(e *cache.Entry, ttl time.Duration) bool
+	Get(ctx context.Context, k cache.StoreKey) (*cache.Entry, bool)
+	Set(e *cache.Entry, ttl time.Duration)
 	Del(k cache.StoreKey)
 }
 
 // CacheSetting is the cache section of the policy that decides for a
 // call (the most specific that sets one).
 type CacheSetting struct {
-	// Mode is "exact" (semantic is not served yet: looked up as exact).
+	// Mode is "exact" or "semantic" (semantic is not served yet: looked
+	// up as exact).
 	Mode string
+	// Similarity is the cosine similarity, in (0, 1], at or above which a
+	// semantic lookup answers.
+	Similarity float64
 	// TTL is how long a stored entry answers.
 	TTL time.Duration
 	// HitPriceNanoEUR is what a hit is charged, in nano-euros.
@@ -113,7 +118,7 @@ func (c *Core) CacheLookup(ctx context.Context, st *call.State, req any) (int64,
 		v.Status = "miss"
 		return 0, false
 	}
-	e, ok := co.Store.Get(v.Key)
+	e, ok := co.Store.Get(ctx, v.Key)
 	if !ok || e.Mode != cache.ModeJSON {
 		v.Status = "miss"
 		return 0, false
@@ -148,17 +153,32 @@ func cacheControl(ctx context.Context) (noCache, noStore bool) {
 }
 
 // replayJSON answers a unary call from a hit: the stored body, decoded
-// by this call's lookup (its own copy), with a fresh id; the outcome is
-// served by the entry's backend with no token charged and the entry's
-// usage saved.
-func (c *Core) replayJSON(st *call.State) *flexwayv1.ChatCompletion {
-	e := st.Cache.Entry
+// by this call's lookup (its own copy), with a fresh id and created; the
+// outcome is served by the entry's backend (through the alias's arm, with
+// its Flexway-Route header) with no token charged and the entry's usage
+// saved.
+func (c *Core) replayJSON(ctx context.Context, st *call.State, model string) *flexwayv1.ChatCompletion {
 	resp := st.Cache.Answer
 	resp.Id = "chatcmpl-" + strings.TrimPrefix(requestid.New(), "req_")
-	o := call.Outcome{Backend: st.Plan[0], Served: true, ModelServed: e.Model, UsageReported: true}
-	o.CacheSavedTokens = e.Usage.InputTokens + e.Usage.OutputTokens
+	resp.Created = time.Now().Unix()
+	o := replayOutcome(st, model)
 	st.SetOutcome(o)
+	setServedHeaders(ctx, false, o.Route())
 	return resp
+}
+
+// replayOutcome is the outcome of a call a hit answers: the plan's first
+// backend (the partition's) served it, through the alias's arm when the
+// call named one, with no token charged and the entry's usage saved.
+func replayOutcome(st *call.State, model string) call.Outcome {
+	e := st.Cache.Entry
+	backend := st.Plan[0]
+	o := call.Outcome{Backend: backend, ModelRequested: model, Served: true, ModelServed: e.Model, UsageReported: true}
+	if t, ok := st.AliasTargets[backend]; ok {
+		o.Alias, o.Arm = st.Alias, t.Arm
+	}
+	o.CacheSavedTokens = e.Usage.InputTokens + e.Usage.OutputTokens
+	return o
 }
 
 // storeJSON stores a unary answer that ended cleanly, when the call's
@@ -189,8 +209,9 @@ func (c *Core) storeJSON(st *call.State, resp *flexwayv1.ChatCompletion) {
 		return
 	}
 	o := st.Outcome()
+	now := time.Now()
 	e := &cache.Entry{Key: v.Key, Mode: cache.ModeJSON, Body: openaiwire.AppendChatCompletion(nil, resp), Model: resp.GetModel(),
-		FinishReason: resp.GetChoices()[0].GetFinishReason(), Stored: time.Now(),
+		FinishReason: resp.GetChoices()[0].GetFinishReason(), Stored: now, Expires: now.Add(v.TTL),
 		Usage: cache.Usage{InputTokens: o.InputTokens, OutputTokens: o.OutputTokens, CacheReadTokens: o.CacheReadTokens, CacheWriteTokens: o.CacheWriteTokens}}
 	c.opts.Cache.Store.Set(e, v.TTL)
 }

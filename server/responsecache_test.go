@@ -15,6 +15,7 @@ import (
 	"github.com/flexway/flexway/server/backends"
 	"github.com/flexway/flexway/server/cache"
 	"github.com/flexway/flexway/server/cache/memstore"
+	"github.com/flexway/flexway/server/cache/tiered"
 	"github.com/flexway/flexway/server/call"
 	"github.com/flexway/flexway/server/openaiwire"
 )
@@ -60,26 +61,35 @@ func cachedCall(t *testing.T, c *Core, tenant string, st *call.State, req *flexw
 
 func cacheCore(t *testing.T, b *countingBackend, set *CacheSetting) *Core {
 	t.Helper()
-	store, err := memstore.New(memstore.Options{MaxBytes: 1 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(store.Close)
 	return New(Options{Backends: map[string]backends.Backend{"main": b}, Cache: &CacheOptions{
-		Store:    &waitingStore{store},
+		Store:    memoryStore(t, 1<<20),
 		Setting:  func(*call.State) *CacheSetting { return set },
 		Internal: func(string) bool { return false },
 	}})
 }
 
-// waitingStore applies every write at once (ristretto applies them on its
-// own goroutine), so that a test's second call sees the first's entry.
-type waitingStore struct{ *memstore.Store }
+// memoryStore is a memory-only store of maxBytes that applies every
+// write at once (ristretto applies them on its own goroutine), so that a
+// test's second call sees the first's entry.
+func memoryStore(t testing.TB, maxBytes int64) *waitingStore {
+	t.Helper()
+	mem, err := memstore.New(memstore.Options{MaxBytes: maxBytes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(mem.Close)
+	s, err := tiered.New(tiered.Options{Memory: mem})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &waitingStore{s}
+}
 
-func (w *waitingStore) Set(e *cache.Entry, ttl time.Duration) bool {
-	ok := w.Store.Set(e, ttl)
+type waitingStore struct{ *tiered.Store }
+
+func (w *waitingStore) Set(e *cache.Entry, ttl time.Duration) {
+	w.Store.Set(e, ttl)
 	w.Store.Wait()
-	return ok
 }
 
 // TestCacheExactUnary: the second identical question of a tenant is
@@ -170,13 +180,8 @@ func TestCacheExactUnary(t *testing.T) {
 // 10,000 entries (issue 18's target: 5 µs).
 func BenchmarkCacheLookupHit4KiB(b *testing.B) {
 	up := &countingBackend{answer: "ok", finish: "stop"}
-	store, err := memstore.New(memstore.Options{MaxBytes: 64 << 20})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer store.Close()
 	set := &CacheSetting{Mode: "exact", TTL: time.Hour}
-	c := New(Options{Backends: map[string]backends.Backend{"main": up}, Cache: &CacheOptions{Store: &waitingStore{store}, Setting: func(*call.State) *CacheSetting { return set }}})
+	c := New(Options{Backends: map[string]backends.Backend{"main": up}, Cache: &CacheOptions{Store: memoryStore(b, 64<<20), Setting: func(*call.State) *CacheSetting { return set }}})
 	sys := strings.Repeat("Policy: refunds within 30 days; shipping takes 3–5 days; say \"I don't know\" when unsure. ", 40)
 	req := &flexwayv1.CreateChatCompletionRequest{Model: "fast", ExtraFields: map[string]string{"temperature": "0.2", "max_tokens": "512"}, Messages: []*flexwayv1.ChatMessage{
 		{Role: "system", Content: &flexwayv1.ChatMessage_Text{Text: sys}},

@@ -31,10 +31,11 @@ func TestValidateNotesNothing(t *testing.T) {
 		"FLEXWAY_ADMIN_KEY": "a", "GLOBEX_KEY": "g", "MAIN_TOKEN": "m",
 		"CHEAP_KEY": "c", "PEER_KEY": "p", "FLEXWAY_AUDIT_KEY": "h",
 		"HQ_RELAY_KEY": "h", "PARTNER_RELAY_KEY": "p", "DIRECT_KEY": "d",
+		"CLAUDE_KEY": "k", "GEMINI_KEY": "j", "AGENTX_KEY": "x",
 	} {
 		t.Setenv(k, v)
 	}
-	for _, file := range []string{"reference.yaml", "relay-upstream.yaml", "server-tls.yaml", "ai-guardrails.yaml"} {
+	for _, file := range []string{"reference.yaml", "relay-upstream.yaml", "server-tls.yaml", "ai-guardrails.yaml", "reference-pipeline.yaml"} {
 		path := "../../testdata/config/compat/" + file
 		if _, _, err := config.Load(path); err != nil {
 			t.Fatal(err)

@@ -245,6 +245,7 @@ func (c Config) fill(l *auditlog.Line, a *auditing, err error) {
 		OutputTokens:         o.OutputTokens,
 		CacheReadTokens:      o.CacheReadTokens,
 		CacheWriteTokens:     o.CacheWriteTokens,
+		CacheSavedTokens:     o.CacheSavedTokens,
 		CostEUR:              money.FormatEURFixed(o.CostNanoEUR),
 		CostNanoEUR:          o.CostNanoEUR,
 		UsageEstimated:       o.UsageEstimated,
@@ -255,6 +256,9 @@ func (c Config) fill(l *auditlog.Line, a *auditing, err error) {
 		DurationMS:           float64(time.Since(st.Start).Microseconds()) / 1000,
 		KeyHash:              c.Writer.HashName(st.KeyName),
 		UserHash:             a.userHash,
+	}
+	if v := st.Cache; v != nil {
+		l.Cache = v.Status
 	}
 	if d := st.WouldDeny; d != nil {
 		// A shadow policy's would-be refusal: its name and reason only.

@@ -90,6 +90,13 @@ type Line struct {
 	// always, as the other token counts: 0 is "none cached".
 	CacheReadTokens  int64 `json:"cache_read_tokens"`
 	CacheWriteTokens int64 `json:"cache_write_tokens"`
+	// Cache is the response cache's verdict on the call (hit, miss or
+	// bypass), written only for a call a policy's cache section selected.
+	Cache string `json:"cache,omitempty"`
+	// CacheSavedTokens is, for a cache hit, the input plus output tokens
+	// of the call that filled the entry (what the hit did not spend);
+	// written only when positive.
+	CacheSavedTokens int64 `json:"cache_saved_tokens,omitempty"`
 	// CostEUR is the cost committed, a decimal string exact to the
 	// nano-euro ("0.000024000"); see [money.FormatEURFixed].
 	CostEUR string `json:"cost_eur"`

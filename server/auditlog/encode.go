@@ -100,6 +100,14 @@ func appendLine(dst []byte, l *Line) []byte {
 	dst = strconv.AppendInt(dst, l.CacheReadTokens, 10)
 	dst = append(dst, `,"cache_write_tokens":`...)
 	dst = strconv.AppendInt(dst, l.CacheWriteTokens, 10)
+	if l.Cache != "" {
+		dst = append(dst, `,"cache":`...)
+		dst = jsonstring.Append(dst, l.Cache)
+	}
+	if l.CacheSavedTokens != 0 {
+		dst = append(dst, `,"cache_saved_tokens":`...)
+		dst = strconv.AppendInt(dst, l.CacheSavedTokens, 10)
+	}
 	dst = append(dst, `,"cost_eur":`...)
 	dst = jsonstring.Append(dst, l.CostEUR)
 	// CostNanoEUR is not written (json:"-").

@@ -56,6 +56,11 @@ type Entry struct {
 	Usage Usage
 	// Stored is when the entry was stored.
 	Stored time.Time
+	// Expires is when it stops answering (Stored plus the policy's ttl);
+	// zero when unknown (an entry of encoding version 1). A store that
+	// copies an entry into another (memory in front of Redis) keeps it
+	// only until then.
+	Expires time.Time
 }
 
 // entryOverhead approximates, in bytes, what an entry costs beyond its
@@ -77,20 +82,32 @@ func (e *Entry) Size() int64 {
 // entry of a known version.
 var ErrCorrupt = errors.New("cache: corrupt entry")
 
-// encodingV1 is the first byte of the version 1 encoding.
-const encodingV1 = 1
+// The first byte of each encoding: version 2 adds the expiry.
+const (
+	encodingV1 = 1
+	encodingV2 = 2
+)
 
-// Marshal appends the versioned encoding of e to b:
+// Marshal appends the versioned encoding of e to b, version 2:
 //
-//	version 1 (1 byte) | store key (64) | mode (1) | stored, Unix ns (varint)
+//	version 2 (1 byte) | store key (64) | mode (1) | stored, Unix ns (varint)
+//	| expires, Unix ns (varint; 0 unknown)
 //	| model, finish reason (uvarint length, bytes)
 //	| usage: input, output, cache read, cache write (4 uvarints)
 //	| body (uvarint length, bytes) | chunk count (uvarint), each (length, bytes)
+//
+// Version 1, which [Unmarshal] still reads, is the same without the
+// expiry.
 func Marshal(b []byte, e *Entry) []byte {
-	b = append(b, encodingV1)
+	b = append(b, encodingV2)
 	b = append(b, e.Key[:]...)
 	b = append(b, byte(e.Mode))
 	b = binary.AppendVarint(b, e.Stored.UnixNano())
+	var exp int64
+	if !e.Expires.IsZero() {
+		exp = e.Expires.UnixNano()
+	}
+	b = binary.AppendVarint(b, exp)
 	b = appendBytes(b, []byte(e.Model))
 	b = appendBytes(b, []byte(e.FinishReason))
 	for _, v := range [...]int64{e.Usage.InputTokens, e.Usage.OutputTokens, e.Usage.CacheReadTokens, e.Usage.CacheWriteTokens} {
@@ -109,18 +126,25 @@ func appendBytes(b, s []byte) []byte {
 	return append(b, s...)
 }
 
-// Unmarshal decodes an entry written by [Marshal]. The entry's byte fields
-// are copies (b may be reused). Anything else (another version, a short
-// or long value, a bad mode) is an error wrapping [ErrCorrupt].
+// Unmarshal decodes an entry written by [Marshal] (version 2, or version
+// 1 with Expires zero). The entry's byte fields are copies (b may be
+// reused). Anything else (another version, a short or long value, a bad
+// mode) is an error wrapping [ErrCorrupt].
 func Unmarshal(b []byte) (*Entry, error) {
 	d := decoder{b: b}
-	if v := d.byte(); v != encodingV1 {
+	v := d.byte()
+	if v != encodingV1 && v != encodingV2 {
 		return nil, fmt.Errorf("%w: version %d", ErrCorrupt, v)
 	}
 	e := &Entry{}
 	copy(e.Key[:], d.n(64))
 	e.Mode = Mode(d.byte())
 	e.Stored = time.Unix(0, d.varint())
+	if v == encodingV2 {
+		if exp := d.varint(); exp != 0 {
+			e.Expires = time.Unix(0, exp)
+		}
+	}
 	e.Model = string(d.bytes())
 	e.FinishReason = string(d.bytes())
 	for _, p := range [...]*int64{&e.Usage.InputTokens, &e.Usage.OutputTokens, &e.Usage.CacheReadTokens, &e.Usage.CacheWriteTokens} {

@@ -26,7 +26,7 @@ func TestEntryRoundTrip(t *testing.T) {
 	t.Parallel()
 	for _, e := range []*cache.Entry{
 		sampleEntry(),
-		{Key: cache.StoreKey{1}, Mode: cache.ModeJSON, Body: []byte(`{"id":"x","choices":[]}`), Model: "m", FinishReason: "length", Stored: time.Unix(0, 1)},
+		{Key: cache.StoreKey{1}, Mode: cache.ModeJSON, Body: []byte(`{"id":"x","choices":[]}`), Model: "m", FinishReason: "length", Stored: time.Unix(0, 1), Expires: time.Unix(3600, 1)},
 	} {
 		b := cache.Marshal(nil, e)
 		got, err := cache.Unmarshal(b)
@@ -39,15 +39,23 @@ func TestEntryRoundTrip(t *testing.T) {
 	}
 }
 
-// TestEntryEncodingPinned pins the version 1 bytes of an entry: a change
-// needs a new version, since Redis holds old values.
+// TestEntryEncodingPinned pins the version 2 bytes of an entry, and that
+// version 1 bytes (which Redis may still hold) decode with no expiry: a
+// change needs a new version, since Redis holds old values.
 func TestEntryEncodingPinned(t *testing.T) {
 	t.Parallel()
 	e := &cache.Entry{Key: cache.StoreKey{0xab}, Mode: cache.ModeJSON, Body: []byte(`{}`), Model: "m", FinishReason: "stop",
-		Usage: cache.Usage{InputTokens: 300, OutputTokens: 1}, Stored: time.Unix(0, 5)}
-	want := append(append([]byte{1, 0xab}, make([]byte, 63)...), 1, 10, 1, 'm', 4, 's', 't', 'o', 'p', 0xac, 0x02, 1, 0, 0, 2, '{', '}', 0)
+		Usage: cache.Usage{InputTokens: 300, OutputTokens: 1}, Stored: time.Unix(0, 5), Expires: time.Unix(0, 9)}
+	want := append(append([]byte{2, 0xab}, make([]byte, 63)...), 1, 10, 18, 1, 'm', 4, 's', 't', 'o', 'p', 0xac, 0x02, 1, 0, 0, 2, '{', '}', 0)
 	if got := cache.Marshal(nil, e); !bytes.Equal(got, want) {
 		t.Errorf("Marshal =\n%x\nwant\n%x", got, want)
+	}
+	v1 := append(append([]byte{1, 0xab}, make([]byte, 63)...), 1, 10, 1, 'm', 4, 's', 't', 'o', 'p', 0xac, 0x02, 1, 0, 0, 2, '{', '}', 0)
+	got, err := cache.Unmarshal(v1)
+	old := *e
+	old.Expires = time.Time{}
+	if err != nil || !reflect.DeepEqual(got, &old) {
+		t.Errorf("Unmarshal(version 1) = %+v, %v; want %+v", got, err, &old)
 	}
 }
 
@@ -61,7 +69,7 @@ func TestEntryCorrupt(t *testing.T) {
 	}
 	// A bad mode.
 	m := append([]byte{}, good...)
-	m[65] = 9
+	m[65] = 9 // the mode byte
 	bad = append(bad, m)
 	for _, b := range bad {
 		if _, err := cache.Unmarshal(b); !errors.Is(err, cache.ErrCorrupt) {

@@ -485,11 +485,12 @@ func TestCompatAIPolicies(t *testing.T) {
 	})
 }
 
-// TestReferencePoliciesNotEnforced: the reference's ai.policies as written
-// loads but for its cache section (issue 18), refused with one error at its
-// line saying this build does not enforce it yet; the only other problem is
-// the warning that support-logging collects prompts.
-func TestReferencePoliciesNotEnforced(t *testing.T) {
+// TestReferencePoliciesWithoutEmbedder: the reference's ai.policies as
+// written, without its ai.cache, load but for faq-cache's semantic mode,
+// refused with one error at its line because no embeddings_backend embeds
+// the questions; the only other problem is the warning that
+// support-logging collects prompts.
+func TestReferencePoliciesWithoutEmbedder(t *testing.T) {
 	file := filepath.Join("testdata", "broken", "reference_policies.yaml")
 	cfg, warnings, err := config.Load(file)
 	if cfg != nil || len(warnings) != 1 || warnings[0].Path != "ai.policies[2].prompt_logging" {
@@ -505,13 +506,13 @@ func TestReferencePoliciesNotEnforced(t *testing.T) {
 	}
 	var got []found
 	for _, p := range errs {
-		if !errors.Is(p, config.ErrNotEnforced) || !strings.Contains(p.Error(), "yet (a later version will): remove the section") {
-			t.Errorf("%v: want a not-enforced-yet error", p)
+		if !strings.Contains(p.Error(), "semantic needs ai.cache.embeddings_backend") {
+			t.Errorf("%v: want the embeddings_backend error", p)
 		}
 		got = append(got, found{p.Path, p.Line})
 	}
 	runChecks(t, []check{{"errors", got, []found{
-		{"ai.policies[3].cache", 92},
+		{"ai.policies[3].cache.mode", 94},
 	}}})
 }
 
@@ -554,5 +555,36 @@ func TestCompatAIGuardrails(t *testing.T) {
 		{"support-logging", *ps[2].PromptLogging, config.PromptLogging{
 			Enabled: true, Path: filepath.Join(dir, "flexway-data", "prompts-acme-support.jsonl"), IncludeSensitive: false}},
 		{"support-logging match", ps[2].Match, config.PolicyMatch{Tenant: "acme", Agent: "support-bot"}},
+	})
+}
+
+// TestCompatReferencePipeline: the second design's reference, the whole
+// file with ai.cache and the faq-cache policy, loads unchanged; its only
+// warning is that support-logging collects prompts, and its cache
+// sections keep their values.
+func TestCompatReferencePipeline(t *testing.T) {
+	for k, v := range map[string]string{
+		"FLEXWAY_ADMIN_KEY": "a", "GLOBEX_KEY": "g", "MAIN_TOKEN": "m", "CHEAP_KEY": "c", "PEER_KEY": "p",
+		"CLAUDE_KEY": "k", "GEMINI_KEY": "j", "AGENTX_KEY": "x", "FLEXWAY_AUDIT_KEY": "h",
+	} {
+		t.Setenv(k, v)
+	}
+	cfg, warnings, err := config.LoadWithTokenFiles(filepath.Join(compatDir, "reference-pipeline.yaml"), mounted)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	if len(warnings) != 1 || warnings[0].Path != "ai.policies[2].prompt_logging" {
+		t.Errorf("warnings: %v; want the prompt_logging one", warnings)
+	}
+	ps := cfg.AI.Policies
+	if len(ps) != 4 || ps[3].Cache == nil {
+		t.Fatalf("policies = %+v; want 4, the last with a cache", ps)
+	}
+	runChecks(t, []check{
+		{"ai.cache", cfg.AI.Cache, config.Cache{Store: config.CacheMemory, MaxBytes: 256 * config.MiB, EmbeddingsBackend: "embedder"}},
+		{"faq-cache match", ps[3].Match, config.PolicyMatch{Operation: "ai.chatCompletions", Model: "fast"}},
+		{"faq-cache", *ps[3].Cache, config.PolicyCache{Mode: config.CacheSemantic, Similarity: 0.95, TTL: config.Duration(time.Hour)}},
+		{"aliases", len(cfg.AI.Aliases), 5},
+		{"backends", len(cfg.AI.Backends), 10},
 	})
 }

@@ -171,6 +171,9 @@ type AI struct {
 	// Policies are the rules applied to the calls each one matches, in
 	// the order declared; see [Policy].
 	Policies []Policy `yaml:"policies"`
+	// Cache is where the response cache keeps its entries; off unless a
+	// policy's cache section turns it on. See [Cache].
+	Cache Cache `yaml:"cache"`
 }
 
 // Budget holds the caps and the ledger (ai.budget.*).

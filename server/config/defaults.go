@@ -78,6 +78,7 @@ func (c *Config) setDefaults() {
 	setZero(&v.MaxBodyBytes, defaultMaxBodyBytes)
 	setZero(&v.ReserveTokensPerImage, defaultReserveTokensPerImage)
 	setZero(&c.Audit.Path, defaultAuditPath)
+	c.AI.Cache.setDefaults()
 }
 
 func (b *Backend) setDefaults() {

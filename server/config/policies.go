@@ -5,8 +5,7 @@ import "slices"
 // Policy is one entry of ai.policies: rules for the calls its Match
 // selects. Every matching policy applies (deny anywhere wins); their levels
 // ([PolicyMatch.Level]) order them, most specific first, in the admin view
-// and in refusals. The cache is a later section (issue 18): a policy that
-// sets it is refused at load rather than loaded and silently not enforced.
+// and in refusals.
 type Policy struct {
 	// Name names the policy in refusals, the audit's would_deny, metrics
 	// and the admin view; required and unique.
@@ -26,6 +25,9 @@ type Policy struct {
 	// PromptLogging, when set and enabled, writes what went upstream and
 	// what went back of each call to the policy's own file (stage 15).
 	PromptLogging *PromptLogging `yaml:"prompt_logging"`
+	// Cache, when set, decides whether the calls' answers are cached
+	// (stages 6 and 15); the most specific policy with one decides.
+	Cache *PolicyCache `yaml:"cache"`
 }
 
 // PolicyMatch selects calls (ai.policies[].match). An empty field matches
@@ -180,17 +182,6 @@ func (p PolicyPer) Valid() bool { return p == PerTenant || p == PerAgent || p ==
 // refusals, the audit line and metric labels.
 const MaxPolicyNameBytes = 64
 
-// laterSection names the sections of a policy that later releases enforce
-// (cache): [Load] refuses a policy that sets
-// one rather than load it and not apply it.
-func (Policy) laterSection(key string) (string, bool) {
-	switch key {
-	case "cache":
-		return "cache", true
-	}
-	return "", false
-}
-
 // setDefaults sets mode enforce.
 func (g *Governance) setDefaults() { setZero(&g.Mode, GovernanceEnforce) }
 
@@ -198,7 +189,7 @@ func (g *Governance) setDefaults() { setZero(&g.Mode, GovernanceEnforce) }
 func (b *PolicyBudget) setDefaults() { setZero(&b.Per, PerTenant) }
 
 // applyPolicyDefaults is [Config.ApplyDefaults] for ai.policies: mode
-// enforce, per tenant.
+// enforce, per tenant, cache similarity 0.95 and ttl 1h.
 func (ai *AI) applyPolicyDefaults() {
 	for i := range ai.Policies {
 		p := &ai.Policies[i]
@@ -211,6 +202,11 @@ func (ai *AI) applyPolicyDefaults() {
 			b := *p.Budget
 			b.setDefaults()
 			p.Budget = &b
+		}
+		if p.Cache != nil {
+			c := *p.Cache
+			c.setDefaults()
+			p.Cache = &c
 		}
 	}
 }

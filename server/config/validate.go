@@ -41,9 +41,8 @@ import (
 // that neither its tenant's agents nor an API key of it names; an empty
 // models or backends list (every call refused); a models entry neither
 // "*", an alias nor a listed model; an entry listed twice; a policy,
-// governance or budget that sets nothing. [Load] refuses a policy's
-// guardrails, prompt_logging and cache sections, which this build does not
-// enforce ([ErrNotEnforced]).
+// governance or budget that sets nothing. The cache: see
+// validateCache (ai.cache and the policies' cache sections).
 //
 // Relay backends: identity_headers only on a kind: relay backend, and with
 // agent or sensitive named, tenant too.
@@ -77,6 +76,7 @@ func (c *Config) validate(col *collector) {
 	c.Identity.validate(col)
 	c.AI.validate(col)
 	c.AI.validatePolicies(col, c.Identity)
+	c.AI.validateCache(col)
 	c.checkPromptLogPaths(col)
 	if m := c.Server.MaxInflightBodyBytes; m <= 0 {
 		col.errorf("server.max_inflight_body_bytes", "must be positive")

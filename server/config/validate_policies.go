@@ -62,8 +62,8 @@ func (ai AI) validatePolicies(col *collector, id Identity) {
 			names[p.Name] = i
 		}
 		ai.checkPolicyMatch(col, path+".match", p.Match, tenants, agents)
-		if p.Governance == nil && p.Budget == nil && p.Guardrails == nil && p.PromptLogging == nil {
-			col.warnf(path, "sets neither governance, budget, guardrails nor prompt_logging: it changes no call")
+		if p.Governance == nil && p.Budget == nil && p.Guardrails == nil && p.PromptLogging == nil && p.Cache == nil {
+			col.warnf(path, "sets neither governance, budget, guardrails, prompt_logging nor cache: it changes no call")
 		}
 		if g := p.Governance; g != nil {
 			ai.checkGovernance(col, path+".governance", *g, models)

@@ -1,7 +1,6 @@
 package config_test
 
 import (
-	"errors"
 	"strconv"
 	"strings"
 	"testing"
@@ -236,8 +235,8 @@ func TestLoadPolicyErrors(t *testing.T) {
     - name: p
       match: {model: fast}
       governance: {models: [fast]}
-      cache: {mode: exact}
-`, "ai.policies[1].cache", "35: ai.policies[1].cache: this build does not enforce a policy's cache yet (a later version will): remove the section, it would not be applied"},
+      cache: {mode: exakt}
+`, "ai.policies[1].cache.mode", "35: ai.policies[1].cache.mode: unknown mode \"exakt\": want off, exact or semantic"},
 		{"no name", `    - match: {tenant: acme}
       governance: {models: [fast]}
 `, "ai.policies[0].name", "30: ai.policies[0].name: required: the policy's name, given in refusals, the audit line and metrics"},
@@ -359,7 +358,7 @@ func TestLoadPolicyWarnings(t *testing.T) {
       governance: {models: ["*"]}
     - name: p
       match: {tenant: acme}
-`, "ai.policies[1]", `32: warning: ai.policies[1]: sets neither governance, budget, guardrails nor prompt_logging: it changes no call`},
+`, "ai.policies[1]", `32: warning: ai.policies[1]: sets neither governance, budget, guardrails, prompt_logging nor cache: it changes no call`},
 	})
 }
 
@@ -431,23 +430,5 @@ func TestLoadPerMinuteCaps(t *testing.T) {
 	p := findProblem(t, errs, "ai.tenants.acme.agents.bot.budget.tokens_per_minute")
 	if p.Line != 17 || !strings.HasSuffix(p.Error(), ":17: ai.tenants.acme.agents.bot.budget.tokens_per_minute: must not be negative") {
 		t.Errorf("problem = %q (line %d), want line 17, must not be negative", p.Error(), p.Line)
-	}
-}
-
-// TestLoadPolicyNotEnforcedSections: the sections of a policy this build
-// does not enforce are errors wrapping ErrNotEnforced, never unknown
-// keys, and only on a policy: elsewhere they stay unknown keys.
-func TestLoadPolicyNotEnforcedSections(t *testing.T) {
-	_, errs, _ := loadProblems(t, policyBase+`    - name: p
-      governance: {models: [fast], cache: {mode: exact}}
-      cache: {mode: exact}
-`)
-	p := findProblem(t, errs, "ai.policies[0].cache")
-	if !errors.Is(p, config.ErrNotEnforced) || errors.Is(p, config.ErrUnknownKey) {
-		t.Errorf("%v: errors.Is ErrNotEnforced %v, ErrUnknownKey %v; want true, false", p, errors.Is(p, config.ErrNotEnforced), errors.Is(p, config.ErrUnknownKey))
-	}
-	q := findProblem(t, errs, "ai.policies[0].governance.cache")
-	if !errors.Is(q, config.ErrUnknownKey) || errors.Is(q, config.ErrNotEnforced) {
-		t.Errorf("%v: want an unknown key", q)
 	}
 }

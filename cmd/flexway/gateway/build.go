@@ -27,6 +27,7 @@ import (
 	"github.com/flexway/flexway/server"
 	"github.com/flexway/flexway/server/admin"
 	"github.com/flexway/flexway/server/backends"
+	"github.com/flexway/flexway/server/cache"
 	"github.com/flexway/flexway/server/call"
 	"github.com/flexway/flexway/server/config"
 	"github.com/flexway/flexway/server/grpccodec"
@@ -91,7 +92,16 @@ func (g *Gateway) build(o Options) error {
 	if err != nil {
 		return err
 	}
-	meter := newMeter(cfg, led, routes, accts, policies, check, aliasResolver(aliases, routes), g.proxy, tracer, log)
+	if g.cache, err = openCache(cfg, log); err != nil {
+		return err
+	}
+	core := server.New(server.Options{Backends: bs, Models: models, Aliases: aliases.Names(), Routes: routes, Policies: policies, Logger: log, Tracer: tracer,
+		MaxAnswerBytes: int64(cfg.AI.Vision.MaxBodyBytes), Cache: g.cache.options(cfg)})
+	var lookup func(context.Context, *call.State, any) (int64, bool)
+	if g.cache != nil {
+		lookup = core.CacheLookup
+	}
+	meter := newMeter(cfg, led, routes, accts, policies, check, aliasResolver(aliases, routes), lookup, g.proxy, tracer, log)
 	adminSum, err := adminKeySum(cfg)
 	if err != nil {
 		return err
@@ -125,8 +135,6 @@ func (g *Gateway) build(o Options) error {
 	// request that does not unmarshal is INVALID_ARGUMENT, not INTERNAL.
 	gs := grpccodec.Registrar(g.grpc)
 	g.inproc = inproc.New(chain.UnaryInterceptor(), chain.StreamInterceptor())
-	core := server.New(server.Options{Backends: bs, Models: models, Aliases: aliases.Names(), Routes: routes, Policies: policies, Logger: log, Tracer: tracer,
-		MaxAnswerBytes: int64(cfg.AI.Vision.MaxBodyBytes)})
 	core.Register(gs)
 	core.Register(g.inproc)
 	if led != nil {
@@ -153,7 +161,7 @@ func (g *Gateway) build(o Options) error {
 			return meter.Admit(ctx, id, operation)
 		}
 	}
-	g.http, err = newHTTPFront(cfg, g.inproc, g.metrics, adminSum, admit, readiness(led, g.audit), tp, log)
+	g.http, err = newHTTPFront(cfg, g.inproc, g.metrics, adminSum, admit, readiness(led, g.audit), tp, g.cache.keyerOf(), log)
 	return err
 }
 
@@ -165,11 +173,13 @@ func (g *Gateway) build(o Options) error {
 // prompt_overhead_tokens); proxied methods are metered as the proxy's
 // table says; check is the meter's check of a chat request against each
 // planned backend ([checkChat]); policies are the compiled ai.policies,
-// whose budgets the pre-body check holds. The budget wiring is this one
-// function.
+// whose budgets the pre-body check holds; lookup, when set, is the
+// response cache's lookup (a hit is charged its hit_price only). The
+// budget wiring is this one function.
 func newMeter(cfg *config.Config, led *ledger.Ledger, routes *routing.Table, accts accounts, policies *policy.Table,
 	check func(string, *flexwayv1.CreateChatCompletionRequest) error,
 	resolveAlias func(context.Context, *call.State, any) *routing.AliasRoute,
+	lookup func(context.Context, *call.State, any) (int64, bool),
 	p *grpcproxy.Proxy, tracer trace.Tracer, log *slog.Logger) *metering.Meter {
 	proxied, frameSize := proxiedMetering(p)
 	return metering.New(metering.Config{
@@ -178,6 +188,7 @@ func newMeter(cfg *config.Config, led *ledger.Ledger, routes *routing.Table, acc
 		Prices:                prices(cfg),
 		Check:                 check,
 		ResolveAlias:          resolveAlias,
+		Cache:                 lookup,
 		ReserveOutputTokens:   cfg.AI.Budget.ReserveOutputTokens,
 		ReserveTokensPerImage: cfg.AI.Vision.ReserveTokensPerImage,
 		MaxOutputTokens:       cfg.AI.Budget.MaxOutputTokens,
@@ -280,9 +291,10 @@ func newGRPCServer(cfg *config.Config, chain *interceptors.Chain, proxy *grpcpro
 // relay's identity_headers and the headers A/B aliases are sticky on. Each backend's stream idle timeout is its
 // ai.backends.NAME.idle_timeout. With tracing on, otelhttp adds spans
 // only: the HTTP server metric is the front's access hook, which costs a
-// fraction of otelhttp's.
+// fraction of otelhttp's. keyer, when set, keys chat bodies for the
+// response cache.
 func newHTTPFront(cfg *config.Config, local *inproc.Channel, metrics *telemetry.Metrics, adminSum *[sha256.Size]byte,
-	admit func(context.Context, string) (context.Context, error), ready func() error, tp trace.TracerProvider, log *slog.Logger) (http.Handler, error) {
+	admit func(context.Context, string) (context.Context, error), ready func() error, tp trace.TracerProvider, keyer *cache.Keyer, log *slog.Logger) (http.Handler, error) {
 	forward := []string{cfg.AI.SensitiveHeader}
 	for _, r := range cfg.Identity.Relays {
 		h := r.IdentityHeaders
@@ -322,6 +334,7 @@ func newHTTPFront(cfg *config.Config, local *inproc.Channel, metrics *telemetry.
 		ForwardHeaders: forward,
 		Logger:         log,
 		Observe:        observeHTTP,
+		CacheKeyer:     keyer,
 	})
 	if err != nil {
 		return nil, err

@@ -82,6 +82,8 @@ type Gateway struct {
 	// prompts are the prompt logs; nil with SkipAudit, and when no
 	// policy turns prompt_logging on.
 	prompts *promptLogs
+	// cache is the response cache; nil when no policy turns it on.
+	cache *responseCache
 	// stopTracing flushes and stops the tracer provider.
 	stopTracing func(context.Context) error
 	closeOnce   sync.Once
@@ -183,6 +185,7 @@ func (g *Gateway) Close() error {
 		if err := g.prompts.close(); err != nil {
 			g.log.Error("prompt log", "error", err.Error())
 		}
+		g.cache.close()
 		if g.led != nil {
 			if err := g.led.Close(); err != nil {
 				g.log.Error("budget ledger", "error", err.Error())

@@ -100,6 +100,9 @@ func (s *Store) Set(e *cache.Entry, ttl time.Duration) bool {
 	return s.c.SetWithTTL(string(e.Key[:]), e, size, ttl)
 }
 
+// MaxEntryBytes is the largest entry Set keeps, in bytes: MaxBytes/64.
+func (s *Store) MaxEntryBytes() int64 { return s.maxEntry }
+
 // Del removes the entry under k (asynchronously, like Set).
 func (s *Store) Del(k cache.StoreKey) { s.c.Del(string(k[:])) }
 

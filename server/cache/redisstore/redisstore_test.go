@@ -4,19 +4,15 @@ import (
 	"context"
 	"errors"
 	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"reflect"
-	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flexway/flexway/server/cache"
+	"github.com/flexway/flexway/server/cache/internal/redistest"
 	"github.com/flexway/flexway/server/cache/redisstore"
 )
 
@@ -27,61 +23,6 @@ func init() { redis.SetLogger(quiet{}) }
 type quiet struct{}
 
 func (quiet) Printf(context.Context, string, ...any) {}
-
-// startRedis starts a redis-server on a free loopback port, killed in
-// t.Cleanup; skipped without redis-server (failed with
-// FLEXWAY_REQUIRE_REDIS=1), as the ledger's tests do.
-func startRedis(t testing.TB) (addr string, kill func()) {
-	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		if os.Getenv("FLEXWAY_REQUIRE_REDIS") == "1" {
-			t.Fatal("redis-server not on PATH and FLEXWAY_REQUIRE_REDIS=1")
-		}
-		t.Skip("redis-server not on PATH")
-	}
-	for attempt := 0; attempt < 4; attempt++ {
-		port := freePort(t)
-		dir := t.TempDir()
-		cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-			"--save", "", "--appendonly", "no", "--dir", dir, "--logfile", filepath.Join(dir, "redis.log"))
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		kill := func() {
-			if cmd.ProcessState == nil {
-				cmd.Process.Kill()
-				cmd.Wait()
-			}
-		}
-		t.Cleanup(kill)
-		addr := "127.0.0.1:" + strconv.Itoa(port)
-		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-			if c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond); err == nil {
-				c.Close()
-				return addr, kill
-			}
-		}
-		kill()
-	}
-	t.Fatal("redis-server did not start")
-	return "", nil
-}
-
-var portSeq atomic.Int32
-
-func freePort(t testing.TB) int {
-	start := int(portSeq.Add(1)) + os.Getpid()
-	for i := 0; i < 100; i++ {
-		port := 18700 + (start+i)%100
-		if ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port)); err == nil {
-			ln.Close()
-			return port
-		}
-	}
-	t.Fatal("no free port in 18700-18799")
-	return 0
-}
 
 func client(t *testing.T, addr string) *redis.Client {
 	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 100 * time.Millisecond, ContextTimeoutEnabled: true})
@@ -102,7 +43,7 @@ func entry(p cache.Partition) *cache.Entry {
 
 func TestSetGet(t *testing.T) {
 	t.Parallel()
-	addr, _ := startRedis(t)
+	addr, _ := redistest.Start(t)
 	c := client(t, addr)
 	s := redisstore.New(c, redisstore.Options{})
 	ctx := context.Background()
@@ -141,7 +82,7 @@ func TestSetGet(t *testing.T) {
 // TestOtherTenantMisses: tenant B sends tenant A's bytes: a miss.
 func TestOtherTenantMisses(t *testing.T) {
 	t.Parallel()
-	addr, _ := startRedis(t)
+	addr, _ := redistest.Start(t)
 	s := redisstore.New(client(t, addr), redisstore.Options{})
 	ctx := context.Background()
 	if err := s.Set(ctx, entry(acme), time.Minute); err != nil {
@@ -157,7 +98,7 @@ func TestOtherTenantMisses(t *testing.T) {
 
 func TestTTL(t *testing.T) {
 	t.Parallel()
-	addr, _ := startRedis(t)
+	addr, _ := redistest.Start(t)
 	s := redisstore.New(client(t, addr), redisstore.Options{})
 	ctx := context.Background()
 	e := entry(acme)
@@ -177,7 +118,7 @@ func TestTTL(t *testing.T) {
 // reported once.
 func TestCorrupt(t *testing.T) {
 	t.Parallel()
-	addr, _ := startRedis(t)
+	addr, _ := redistest.Start(t)
 	c := client(t, addr)
 	s := redisstore.New(c, redisstore.Options{})
 	ctx := context.Background()
@@ -190,7 +131,7 @@ func TestCorrupt(t *testing.T) {
 		value []byte
 	}{
 		{"garbage", []byte("not an entry")},
-		{"future_version", append([]byte{2}, cache.Marshal(nil, e)[1:]...)},
+		{"future_version", append([]byte{3}, cache.Marshal(nil, e)[1:]...)},
 		{"truncated", cache.Marshal(nil, e)[:70]},
 		{"another_key", cache.Marshal(nil, other)},
 	} {
@@ -215,7 +156,7 @@ func TestCorrupt(t *testing.T) {
 // once, then skipped for DownFor; it comes back after.
 func TestRedisDown(t *testing.T) {
 	t.Parallel()
-	addr, kill := startRedis(t)
+	addr, kill := redistest.Start(t)
 	s := redisstore.New(client(t, addr), redisstore.Options{Timeout: 50 * time.Millisecond, DownFor: 200 * time.Millisecond})
 	ctx := context.Background()
 	e := entry(acme)
@@ -273,7 +214,7 @@ func TestRedisHangs(t *testing.T) {
 // TestCallerCancelled: the caller's cancelled ctx is not Redis down.
 func TestCallerCancelled(t *testing.T) {
 	t.Parallel()
-	addr, _ := startRedis(t)
+	addr, _ := redistest.Start(t)
 	s := redisstore.New(client(t, addr), redisstore.Options{})
 	e := entry(acme)
 	if err := s.Set(context.Background(), e, time.Minute); err != nil {
@@ -292,7 +233,7 @@ func TestCallerCancelled(t *testing.T) {
 // TestOpen: Open's client finds what New's stored.
 func TestOpen(t *testing.T) {
 	t.Parallel()
-	addr, _ := startRedis(t)
+	addr, _ := redistest.Start(t)
 	s, c, err := redisstore.Open("redis://"+addr+"/0", redisstore.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -313,7 +254,7 @@ func TestOpen(t *testing.T) {
 // BenchmarkGetHit is one exact hit through a real loopback redis-server
 // (the round trip dominates).
 func BenchmarkGetHit(b *testing.B) {
-	addr, _ := startRedis(b)
+	addr, _ := redistest.Start(b)
 	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 	defer c.Close()
 	s := redisstore.New(c, redisstore.Options{})
