@@ -43,20 +43,6 @@ var (
 	denySecrets = config.GuardrailRule{Type: "secrets", Action: "deny"}
 )
 
-// sliceStream replays chunks, then io.EOF.
-type sliceStream struct {
-	chunks []*flexwayv1.ChatCompletionChunk
-}
-
-func (s *sliceStream) Recv() (*flexwayv1.ChatCompletionChunk, error) {
-	if len(s.chunks) == 0 {
-		return nil, io.EOF
-	}
-	ch := s.chunks[0]
-	s.chunks = s.chunks[1:]
-	return ch, nil
-}
-
 // recorder is the client's side: every chunk sent, as OpenAI SSE data.
 type recorder struct {
 	grpc.ServerStream

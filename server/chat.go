@@ -97,19 +97,33 @@ func (c *Core) StreamChatCompletion(req *flexwayv1.CreateChatCompletionRequest, 
 		return err
 	}
 	wantUsage := req.GetStreamOptions().GetIncludeUsage()
-	return c.runPlan(ctx, st, req.GetModel(), func(ctx context.Context, b backends.Backend, o call.Outcome, fallback bool) (call.Outcome, bool, error) {
+	if v := st.Cache; v != nil {
+		_ = grpc.SetHeader(ctx, metadata.Pairs(HeaderCache, v.Status))
+		if v.Status == "hit" {
+			// judged by the caller's own response rules, as in unary
+			return c.replayStream(ss, st, req.GetModel(), wantUsage, c.newAnswerGuard(ctx, st, req))
+		}
+	}
+	var out flexwayv1.ChatService_StreamChatCompletionServer
+	err = c.runPlan(ctx, st, req.GetModel(), func(ctx context.Context, b backends.Backend, o call.Outcome, fallback bool) (call.Outcome, bool, error) {
 		stream, served, err := b.StreamChatCompletion(ctx, req)
 		o.ModelServed = served.ModelSent
 		if err != nil {
 			return o, false, err
 		}
-		// One guard per attempt: a fallback's stream starts afresh.
+		// One guard and one store tee per attempt: a fallback's stream
+		// starts afresh.
 		g := c.newAnswerGuard(ctx, st, req)
-		sent, err := c.relay(ss, stream, &o, wantUsage, fallback, st.OutputLimit, g)
+		out = newCacheTee(st, ss)
+		sent, err := c.relay(out, stream, &o, wantUsage, fallback, st.OutputLimit, g)
 		stream.Close()
 		// A stream that ended has answered, even with no chunk.
 		return o, sent || err == nil, err
 	})
+	if err == nil {
+		c.storeStream(st, out)
+	}
+	return err
 }
 
 // relay copies one upstream stream to the client; sent reports whether any

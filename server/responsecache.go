@@ -2,14 +2,17 @@ package server
 
 import (
 	"context"
+	"io"
 	"strings"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
 
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
 	"github.com/flexway/flexway/server/cache"
+	"github.com/flexway/flexway/server/cache/replay"
 	"github.com/flexway/flexway/server/call"
 	"github.com/flexway/flexway/server/guardrail"
 	"github.com/flexway/flexway/server/openaiwire"
@@ -57,6 +60,9 @@ type CacheOptions struct {
 	// is looked up and stored (include_sensitive) only when its planned
 	// backend is.
 	Internal func(backend string) bool
+	// MaxEntryBytes bounds what a stream's tee collects, in bytes
+	// (ai.cache.max_bytes/64): a bigger answer is not stored. 0: 4 MiB.
+	MaxEntryBytes int64
 }
 
 // HeaderCache is the header metadata key of the cache's verdict
@@ -81,14 +87,16 @@ func (c *Core) CacheLookup(ctx context.Context, st *call.State, req any) (int64,
 	if co == nil || co.Store == nil || co.Setting == nil || !ok || len(st.Plan) == 0 {
 		return 0, false
 	}
-	if m, _ := grpc.Method(ctx); strings.HasSuffix(m, "/StreamChatCompletion") {
-		return 0, false // streams are neither replayed nor stored yet
-	}
+	m, _ := grpc.Method(ctx)
+	streaming := strings.HasSuffix(m, "/StreamChatCompletion")
 	set := co.Setting(st)
 	if set == nil || set.Mode == "" || set.Mode == "off" {
 		return 0, false
 	}
-	v := &call.CacheVerdict{Status: "bypass", TTL: set.TTL, StoreLength: set.StoreLength, ToolCalls: set.ToolCalls}
+	v := &call.CacheVerdict{Status: "bypass", TTL: set.TTL, StoreLength: set.StoreLength, ToolCalls: set.ToolCalls, MaxBytes: co.MaxEntryBytes}
+	if v.MaxBytes <= 0 {
+		v.MaxBytes = 4 << 20
+	}
 	st.Cache = v
 	backend := st.Plan[0]
 	if st.Sensitive && (!set.IncludeSensitive || co.Internal == nil || !co.Internal(backend)) {
@@ -119,20 +127,60 @@ func (c *Core) CacheLookup(ctx context.Context, st *call.State, req any) (int64,
 		return 0, false
 	}
 	e, ok := co.Store.Get(ctx, v.Key)
-	if !ok || e.Mode != cache.ModeJSON {
+	if !ok || !c.decodeEntry(ctx, st, v, e, streaming) {
 		v.Status = "miss"
 		return 0, false
 	}
-	answer, err := openaiwire.ParseChatCompletion(e.Body)
-	if err != nil {
-		// corrupt: a miss, evicted, logged (its key, never its content)
-		co.Store.Del(v.Key)
-		c.log.WarnContext(ctx, "response cache entry does not decode; evicted", "request_id", st.RequestID, "key", v.Key.Key().String(), "error", err.Error())
-		v.Status = "miss"
-		return 0, false
-	}
-	v.Status, v.Entry, v.Answer, v.Store = "hit", e, answer, false
+	v.Status, v.Entry, v.Store = "hit", e, false
 	return set.HitPriceNanoEUR, true
+}
+
+// decodeEntry decodes e for this call's mode into v: Answer for a unary
+// caller, Chunks for a streaming one, whichever mode filled it
+// (server/cache/replay). An entry that does not decode is evicted and
+// logged (its key, never its content); one with no counterpart in the
+// caller's mode is a plain miss. Either way false.
+func (c *Core) decodeEntry(ctx context.Context, st *call.State, v *call.CacheVerdict, e *cache.Entry, streaming bool) bool {
+	var answer *flexwayv1.ChatCompletion
+	var chunks []*flexwayv1.ChatCompletionChunk
+	var err error
+	switch e.Mode {
+	case cache.ModeJSON:
+		answer, err = openaiwire.ParseChatCompletion(e.Body)
+	case cache.ModeStream:
+		chunks = make([]*flexwayv1.ChatCompletionChunk, 0, len(e.Chunks))
+		for _, b := range e.Chunks {
+			ch, perr := openaiwire.ParseChatCompletionChunk(b)
+			if perr != nil {
+				err = perr
+				break
+			}
+			chunks = append(chunks, ch)
+		}
+	default:
+		err = cache.ErrCorrupt
+	}
+	if err != nil {
+		c.opts.Cache.Store.Del(v.Key)
+		c.log.WarnContext(ctx, "response cache entry does not decode; evicted", "request_id", st.RequestID, "key", v.Key.Key().String(), "error", err.Error())
+		return false
+	}
+	ok := true
+	switch {
+	case streaming && answer != nil:
+		chunks, ok = replay.Chunks(answer)
+	case !streaming && chunks != nil:
+		answer, ok = replay.Completion(chunks)
+		chunks = nil
+		if ok && answer.Usage == nil {
+			// the tee keeps what the caller got: no usage chunk unless
+			// asked; the entry's usage is the filling call's
+			u := e.Usage
+			answer.Usage = &flexwayv1.Usage{PromptTokens: u.InputTokens, CompletionTokens: u.OutputTokens, TotalTokens: u.InputTokens + u.OutputTokens}
+		}
+	}
+	v.Answer, v.Chunks = answer, chunks
+	return ok
 }
 
 // cacheControl reads the request's Cache-Control: no-cache skips the
@@ -181,6 +229,145 @@ func replayOutcome(st *call.State, model string) call.Outcome {
 	return o
 }
 
+// replayStream answers a streaming call from a hit: the stored chunks,
+// each with one fresh id and created, without any stored usage chunk,
+// and with a usage chunk of the entry's usage when the request asked for
+// one; through relay (g, the caller's response guardrails, judges them
+// as it would an upstream's), so that the headers, the held role chunk
+// and the end are those of any stream. The outcome is replayOutcome's.
+func (c *Core) replayStream(ss flexwayv1.ChatService_StreamChatCompletionServer, st *call.State, model string, wantUsage bool, g *answerGuard) error {
+	v := st.Cache
+	id := "chatcmpl-" + strings.TrimPrefix(requestid.New(), "req_")
+	now := time.Now().Unix()
+	chunks := v.Chunks[:0:0]
+	for _, ch := range v.Chunks {
+		if len(ch.GetChoices()) == 0 && ch.GetUsage() != nil {
+			continue
+		}
+		ch.Usage = nil
+		delete(ch.GetExtraFields(), "usage")
+		ch.Id, ch.Created = id, now
+		chunks = append(chunks, ch)
+	}
+	if wantUsage {
+		u := v.Entry.Usage
+		chunks = append(chunks, &flexwayv1.ChatCompletionChunk{Id: id, Object: "chat.completion.chunk", Created: now, Model: v.Entry.Model,
+			Choices: []*flexwayv1.ChatCompletionChunkChoice{},
+			Usage:   &flexwayv1.Usage{PromptTokens: u.InputTokens, CompletionTokens: u.OutputTokens, TotalTokens: u.InputTokens + u.OutputTokens}})
+	}
+	o := replayOutcome(st, model)
+	_, err := c.relay(ss, &sliceStream{chunks: chunks}, &o, wantUsage, false, 0, g)
+	saved := replayOutcome(st, model)
+	saved.OutputBytes, saved.OutputEvents = o.OutputBytes, o.OutputEvents
+	st.SetOutcome(saved) // relay read the usage chunk: a hit charges no token
+	return err
+}
+
+// sliceStream is a recorded stream, for relay: its chunks, then io.EOF.
+type sliceStream struct {
+	chunks []*flexwayv1.ChatCompletionChunk
+}
+
+func (s *sliceStream) Recv() (*flexwayv1.ChatCompletionChunk, error) {
+	if len(s.chunks) == 0 {
+		return nil, io.EOF
+	}
+	ch := s.chunks[0]
+	s.chunks = s.chunks[1:]
+	return ch, nil
+}
+
+// cacheTee is a stream's store tee: it keeps the chunks sent to the
+// caller, up to the verdict's MaxBytes (their wire size); past it the
+// answer is not stored (never truncated).
+type cacheTee struct {
+	flexwayv1.ChatService_StreamChatCompletionServer
+	chunks []*flexwayv1.ChatCompletionChunk
+	bytes  int64
+	max    int64
+	over   bool
+}
+
+// newCacheTee wraps ss for an attempt whose answer is to be stored; ss
+// itself when it is not.
+func newCacheTee(st *call.State, ss flexwayv1.ChatService_StreamChatCompletionServer) flexwayv1.ChatService_StreamChatCompletionServer {
+	v := st.Cache
+	if v == nil || !v.Store || v.Status != "miss" {
+		return ss
+	}
+	return &cacheTee{ChatService_StreamChatCompletionServer: ss, max: v.MaxBytes}
+}
+
+// Send implements [grpc.ServerStreamingServer.Send]: ch is kept (relay
+// never modifies a chunk once sent) and sent.
+func (t *cacheTee) Send(ch *flexwayv1.ChatCompletionChunk) error {
+	if !t.over {
+		if t.bytes += int64(proto.Size(ch)) + 32; t.bytes > t.max {
+			t.over, t.chunks = true, nil
+		} else {
+			t.chunks = append(t.chunks, ch)
+		}
+	}
+	return t.ChatService_StreamChatCompletionServer.Send(ch)
+}
+
+// storeStream stores what a stream's tee kept, when the stream ended
+// cleanly and the verdict says to (the rules of storeJSON, over every
+// choice the chunks carry); the chunks are encoded and the entry written
+// on a goroutine of its own, off the call's path.
+func (c *Core) storeStream(st *call.State, ss flexwayv1.ChatService_StreamChatCompletionServer) {
+	t, ok := ss.(*cacheTee)
+	v := st.Cache
+	if !ok || t.over || len(t.chunks) == 0 || v == nil || !v.Store || c.opts.Cache == nil || answerRedacted(st) {
+		return
+	}
+	finish := map[int32]string{}
+	model := ""
+	for _, ch := range t.chunks {
+		if ch.GetModel() != "" {
+			model = ch.GetModel()
+		}
+		for _, choice := range ch.GetChoices() {
+			if choice.FinishReason != nil {
+				finish[choice.GetIndex()] = choice.GetFinishReason()
+			} else if _, seen := finish[choice.GetIndex()]; !seen {
+				finish[choice.GetIndex()] = ""
+			}
+			if _, calls := choice.GetDelta().GetExtraFields()["tool_calls"]; calls && !v.ToolCalls {
+				return
+			}
+		}
+	}
+	last := ""
+	for _, r := range finish {
+		if !storable(r, v) {
+			return
+		}
+		last = r
+	}
+	if len(finish) == 0 {
+		return
+	}
+	o := st.Outcome()
+	now := time.Now()
+	e := &cache.Entry{Key: v.Key, Mode: cache.ModeStream, Model: model, FinishReason: last, Stored: now, Expires: now.Add(v.TTL),
+		Usage: cache.Usage{InputTokens: o.InputTokens, OutputTokens: o.OutputTokens, CacheReadTokens: o.CacheReadTokens, CacheWriteTokens: o.CacheWriteTokens}}
+	chunks, store := t.chunks, c.opts.Cache.Store
+	go func() {
+		e.Chunks = make([][]byte, len(chunks))
+		for i, ch := range chunks {
+			e.Chunks[i] = openaiwire.AppendChatCompletionChunk(nil, ch)
+		}
+		store.Set(e, v.TTL)
+	}()
+}
+
+// storable reports whether a choice that finished on reason may be
+// stored: stop, or length with store_length.
+func storable(reason string, v *call.CacheVerdict) bool {
+	return reason == "stop" || reason == "length" && v.StoreLength
+}
+
 // storeJSON stores a unary answer that ended cleanly, when the call's
 // verdict says to: every choice finished on stop (or length with
 // store_length), no tool call unless cache_tool_calls, no guardrail
@@ -192,13 +379,7 @@ func (c *Core) storeJSON(st *call.State, resp *flexwayv1.ChatCompletion) {
 		return
 	}
 	for _, ch := range resp.GetChoices() {
-		switch ch.GetFinishReason() {
-		case "stop":
-		case "length":
-			if !v.StoreLength {
-				return
-			}
-		default:
+		if !storable(ch.GetFinishReason(), v) {
 			return
 		}
 		if _, ok := ch.GetMessage().GetExtraFields()["tool_calls"]; ok && !v.ToolCalls {

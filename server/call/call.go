@@ -107,12 +107,16 @@ type CacheVerdict struct {
 	// Cache-Control, a sensitive call).
 	Status string
 	// Entry is the stored answer a hit replays, nil otherwise; Answer
-	// is its body decoded (a JSON entry).
+	// is what a unary call replays and Chunks what a stream replays,
+	// decoded from it in the caller's mode (this call's own copies).
 	Entry  *cache.Entry
 	Answer *flexwayv1.ChatCompletion
+	Chunks []*flexwayv1.ChatCompletionChunk
 	// Store: a miss's answer is to be stored, under Key, for TTL
-	// (not with Cache-Control: no-store).
-	Store bool
+	// (not with Cache-Control: no-store), when it is at most MaxBytes
+	// (bytes, ai.cache.max_bytes/64: a stream's tee stops past it).
+	Store    bool
+	MaxBytes int64
 	Key   cache.StoreKey
 	TTL   time.Duration
 	// StoreLength and ToolCalls store answers that end on length, and

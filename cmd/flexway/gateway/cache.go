@@ -86,7 +86,8 @@ func (rc *responseCache) options(cfg *config.Config) *server.CacheOptions {
 		return nil
 	}
 	return &server.CacheOptions{
-		Store: rc.store,
+		Store:         rc.store,
+		MaxEntryBytes: cfg.AI.Cache.MaxEntryBytes(),
 		Setting: func(st *call.State) *server.CacheSetting {
 			p := st.Policies.Cache()
 			if p == nil {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -169,4 +170,134 @@ func auditLines(t *testing.T, path string) []auditlog.Line {
 		ls = append(ls, l)
 	}
 	return ls
+}
+
+// streamUpstream is a fake OpenAI that streams its answer as Server-Sent
+// Events when the request says "stream": true (three content chunks, a
+// finish chunk, the usage chunk Flexway asks for, [DONE]) and answers
+// completion otherwise; it counts the calls.
+func streamUpstream(t *testing.T) (*httptest.Server, *atomic.Int64) {
+	t.Helper()
+	var n atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		n.Add(1)
+		if !strings.Contains(string(body), `"stream":true`) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, completion)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		for _, c := range []string{
+			`{"id":"s1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"We "},"finish_reason":null}]}`,
+			`{"id":"s1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"ship "},"finish_reason":null}]}`,
+			`{"id":"s1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"abroad."},"finish_reason":null}]}`,
+			`{"id":"s1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`,
+			`{"id":"s1","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":7,"completion_tokens":3,"total_tokens":10}}`,
+		} {
+			_, _ = io.WriteString(w, "data: "+c+"\n\n")
+		}
+		_, _ = io.WriteString(w, "data: [DONE]\n\n")
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &n
+}
+
+// sseData returns the data payloads of an SSE body.
+func sseData(body string) []string {
+	var out []string
+	for _, line := range strings.Split(body, "\n") {
+		if d, ok := strings.CutPrefix(line, "data: "); ok {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// TestResponseCacheStreams: a streamed answer is stored through the tee
+// and replayed to a streaming caller with the same chunking, one fresh
+// id, [DONE] once and the usage chunk only when asked; a JSON caller of
+// that entry gets one body with the content joined and the usage; an
+// entry a JSON call filled streams to a streaming caller.
+func TestResponseCacheStreams(t *testing.T) {
+	up, calls := streamUpstream(t)
+	g, err := gateway.New(gateway.Options{Config: load(t, cacheConfig(up.URL))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	srv := httptest.NewServer(g.Handler())
+	defer srv.Close()
+	const q = `"model":"m","messages":[{"role":"user","content":"Do you ship abroad?"}]`
+
+	_, verdict, first := cachePost(t, srv.URL, testKey, `{`+q+`,"stream":true}`)
+	if verdict != "miss" || len(sseData(first)) != 5 {
+		t.Fatalf("first stream: %q\n%s", verdict, first)
+	}
+	var hit string
+	misses := 0
+	for deadline := time.Now().Add(5 * time.Second); ; misses++ {
+		_, verdict, hit = cachePost(t, srv.URL, testKey, `{`+q+`,"stream":true}`, "Cache-Control", "no-store")
+		if verdict == "hit" || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if verdict != "hit" {
+		t.Fatal("the streamed answer was never stored")
+	}
+	if n := calls.Load(); n != int64(1+misses) {
+		t.Errorf("upstream calls = %d, want %d", n, 1+misses)
+	}
+	data := sseData(hit)
+	if len(data) != 5 || data[4] != "[DONE]" || strings.Count(hit, "[DONE]") != 1 {
+		t.Fatalf("hit stream = %q; want 4 chunks and [DONE] once", data)
+	}
+	var content strings.Builder
+	ids := map[string]bool{}
+	for _, d := range data[:4] {
+		var ch struct {
+			ID      string `json:"id"`
+			Choices []struct {
+				Delta struct {
+					Content string `json:"content"`
+				} `json:"delta"`
+			} `json:"choices"`
+			Usage any `json:"usage"`
+		}
+		if err := json.Unmarshal([]byte(d), &ch); err != nil || len(ch.Choices) != 1 || ch.Usage != nil {
+			t.Fatalf("chunk %s: %v", d, err)
+		}
+		ids[ch.ID] = true
+		content.WriteString(ch.Choices[0].Delta.Content)
+	}
+	if content.String() != "We ship abroad." || len(ids) != 1 || ids["s1"] {
+		t.Errorf("content %q, ids %v; want the stored content under one fresh id", content.String(), ids)
+	}
+	// Asked for usage: the entry's, in a last chunk.
+	_, _, withUsage := cachePost(t, srv.URL, testKey, `{`+q+`,"stream":true,"stream_options":{"include_usage":true}}`)
+	if d := sseData(withUsage); len(d) != 6 || !strings.Contains(d[4], `"usage":{"prompt_tokens":7,"completion_tokens":3,"total_tokens":10}`) {
+		t.Errorf("with include_usage: %q", d)
+	}
+	// A JSON caller of the streamed entry.
+	_, verdict, body := cachePost(t, srv.URL, testKey, `{`+q+`}`)
+	if verdict != "hit" || !strings.Contains(body, `"content":"We ship abroad."`) || !strings.Contains(body, `"finish_reason":"stop"`) ||
+		!strings.Contains(body, `"prompt_tokens":7`) {
+		t.Errorf("JSON of a streamed entry: %q %s", verdict, body)
+	}
+	// An entry a JSON call filled, streamed.
+	const j = `{"model":"m","messages":[{"role":"user","content":"Opening hours?"}]}`
+	if _, verdict, _ := cachePost(t, srv.URL, testKey, j); verdict != "miss" {
+		t.Fatalf("JSON first call: %q", verdict)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		_, verdict, hit = cachePost(t, srv.URL, testKey, strings.TrimSuffix(j, "}")+`,"stream":true}`, "Cache-Control", "no-store")
+		if verdict == "hit" || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if d := sseData(hit); verdict != "hit" || len(d) != 3 || !strings.Contains(d[0], `"content":"Hello from upstream"`) || !strings.Contains(d[1], `"finish_reason":"stop"`) {
+		t.Errorf("stream of a JSON entry: %q %q", verdict, d)
+	}
 }
