@@ -93,6 +93,14 @@ type Totals struct {
 	EstimatedCalls int64
 	// EstimatedCostNano is the part of CostNano charged on estimated usage.
 	EstimatedCostNano int64
+	// CacheHits counts the calls answered from the response cache (audit
+	// cache "hit"); each is also one of Calls, with 0 input and output
+	// tokens and its policy's hit_price in CostNano.
+	CacheHits int64
+	// CacheSavedTokens is, summed over the CacheHits, the input plus
+	// output tokens of the calls that filled the entries: tokens the hits
+	// did not spend, in none of InputTokens and OutputTokens.
+	CacheSavedTokens int64
 }
 
 // Row is one group of the report.
@@ -430,6 +438,8 @@ type auditLine struct {
 	OutputTokens   int64   `json:"output_tokens"`
 	CacheRead      int64   `json:"cache_read_tokens"`
 	CacheWrite     int64   `json:"cache_write_tokens"`
+	Cache          string  `json:"cache"`              // "" when absent: no cache policy, or a line from before it
+	CacheSaved     int64   `json:"cache_saved_tokens"` // 0 when absent
 	CostEUR        *string `json:"cost_eur"`
 	UsageEstimated bool    `json:"usage_estimated"`
 	MeteredBy      string  `json:"metered_by"`
@@ -496,6 +506,23 @@ func (r *job) line(p *partial, ln []byte) error {
 	if a.CacheRead < 0 || a.CacheWrite < 0 || a.CacheRead > a.InputTokens-a.CacheWrite {
 		return fmt.Errorf("cache tokens (%d read, %d written) are not part of input_tokens %d", a.CacheRead, a.CacheWrite, a.InputTokens)
 	}
+	var hits int64
+	switch a.Cache {
+	case "hit":
+		hits = 1
+	case "miss", "bypass", "":
+	default:
+		return fmt.Errorf("cache %q: want hit, miss or bypass, or no cache field", a.Cache)
+	}
+	if a.CacheSaved < 0 {
+		return fmt.Errorf("negative cache_saved_tokens %d", a.CacheSaved)
+	}
+	if a.CacheSaved != 0 && hits == 0 {
+		if a.Cache == "" {
+			return fmt.Errorf("cache_saved_tokens %d with no cache field: only a cache hit saves tokens", a.CacheSaved)
+		}
+		return fmt.Errorf("cache_saved_tokens %d on a cache %s: only a cache hit saves tokens", a.CacheSaved, a.Cache)
+	}
 	var local, upstream int64
 	switch a.MeteredBy {
 	case "local":
@@ -555,6 +582,8 @@ func (r *job) line(p *partial, ln []byte) error {
 		CostNano:         cost,
 		LocalCostNano:    local,
 		UpstreamCostNano: upstream,
+		CacheHits:        hits,
+		CacheSavedTokens: a.CacheSaved,
 	}
 	if a.UsageEstimated {
 		one.EstimatedCalls = 1
@@ -588,6 +617,8 @@ func (t *Totals) add(o *Totals) error {
 		{&t.UpstreamCostNano, o.UpstreamCostNano},
 		{&t.EstimatedCalls, o.EstimatedCalls},
 		{&t.EstimatedCostNano, o.EstimatedCostNano},
+		{&t.CacheHits, o.CacheHits},
+		{&t.CacheSavedTokens, o.CacheSavedTokens},
 	} {
 		sum := *f.dst + f.v
 		if (f.v > 0 && sum < *f.dst) || (f.v < 0 && sum > *f.dst) {

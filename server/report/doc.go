@@ -8,7 +8,12 @@
 // model_requested, model_served, input_tokens, output_tokens,
 // cache_read_tokens and cache_write_tokens (0 when absent: a line written
 // before they existed; they are part of input_tokens, so a line whose
-// tiers add up to more is malformed), cost_eur,
+// tiers add up to more is malformed), cache and cache_saved_tokens (the
+// response cache's verdict, hit, miss or bypass, and for a hit the tokens
+// it did not spend; absent, "" and 0, on a call no cache policy selected
+// and on a line written before them; any other verdict, a negative
+// cache_saved_tokens, or cache_saved_tokens on a line that is no hit is
+// malformed), cost_eur,
 // usage_estimated and metered_by; every other field, known or not, is
 // ignored. cost_eur is a decimal string with exactly nine decimals
 // ("0.000024000") and is parsed exactly into int64 nano-euros, never through
@@ -62,7 +67,12 @@
 // upstream never reported it, and what they cost, then cache_read_tokens
 // and cache_write_tokens: how many of input_tokens the providers read from
 // and wrote to their prompt caches (last, so that the columns before them
-// keep their positions). Euros are exact decimal
+// keep their positions), then cache_hits and cache_saved_tokens: the calls
+// answered from Flexway's response cache (counted in calls too, with 0
+// input and output tokens and their policy's hit_price in cost_eur) and
+// the input plus output tokens of the calls that filled those entries,
+// the tokens the hits did not spend (after all the others, for the same
+// reason). Euros are exact decimal
 // strings with two to nine decimals ("12.50", "0.000024"); in the table
 // they are aligned on the decimal point. csv has a header row and a last row
 // whose first key column is TOTAL; json is an array of objects whose last

@@ -48,6 +48,8 @@ var columns = []string{
 	// Issue 14's, last, so that a reader of the columns before them by
 	// position keeps reading the same ones.
 	"cache_read_tokens", "cache_write_tokens",
+	// The response cache's, last for the same reason.
+	"cache_hits", "cache_saved_tokens",
 }
 
 // values are t's columns as text, in the order of columns; costs are
@@ -64,6 +66,8 @@ func (t *Totals) values() []string {
 		money.FormatEUR(t.EstimatedCostNano),
 		strconv.FormatInt(t.CacheReadTokens, 10),
 		strconv.FormatInt(t.CacheWriteTokens, 10),
+		strconv.FormatInt(t.CacheHits, 10),
+		strconv.FormatInt(t.CacheSavedTokens, 10),
 	}
 }
 
@@ -73,7 +77,7 @@ func isCost(i int) bool { return strings.HasSuffix(columns[i], "_eur") }
 // WriteCSV writes a header row (the --by dimensions, then calls,
 // input_tokens, output_tokens, cost_eur, cost_local_eur, cost_upstream_eur,
 // estimated_calls, cost_estimated_eur, cache_read_tokens,
-// cache_write_tokens), one row per group and a last row
+// cache_write_tokens, cache_hits, cache_saved_tokens), one row per group and a last row
 // whose first key column is TOTAL and other key columns empty. Euros are
 // exact decimals. Under --skip-bad a last column, bad_lines_skipped, holds
 // the number of bad lines left out on the TOTAL row (empty on the others).
@@ -171,6 +175,10 @@ type jsonValues struct {
 	CostEstimatedEUR string `json:"cost_estimated_eur"`
 	CacheReadTokens  int64  `json:"cache_read_tokens"`
 	CacheWriteTokens int64  `json:"cache_write_tokens"`
+	// CacheHits is the number of response cache hits; CacheSavedTokens the
+	// tokens (input plus output) the hits did not spend.
+	CacheHits        int64 `json:"cache_hits"`
+	CacheSavedTokens int64 `json:"cache_saved_tokens"`
 	// BadLinesSkipped is set on the total under --skip-bad: the number of
 	// bad lines left out.
 	BadLinesSkipped *int64 `json:"bad_lines_skipped,omitempty"`
@@ -189,6 +197,8 @@ func (t *Totals) jsonValues() jsonValues {
 		CostUpstreamEUR:  money.FormatEUR(t.UpstreamCostNano),
 		EstimatedCalls:   t.EstimatedCalls,
 		CostEstimatedEUR: money.FormatEUR(t.EstimatedCostNano),
+		CacheHits:        t.CacheHits,
+		CacheSavedTokens: t.CacheSavedTokens,
 	}
 }
 
@@ -198,12 +208,14 @@ var tableHeads = []string{
 	"EUR", "LOCAL EUR", "UPSTREAM EUR",
 	"ESTIMATED", "ESTIMATED EUR",
 	"CACHE READ", "CACHE WRITE",
+	"CACHE HITS", "CACHE SAVED",
 }
 
 // WriteTable writes the report for people: a title with the period, the
 // rows with keys left-aligned (an empty key shows as "-") and numbers
 // right-aligned, euros exact and aligned on the decimal point, a TOTAL row,
-// and notes on cache tiers and estimated usage when there are some.
+// and notes on cache tiers, response cache hits and estimated usage when
+// there are some.
 //
 // The columns are aligned here, not by text/tabwriter: a tabwriter aligns
 // every column the same way (left, or right with AlignRight), and this
@@ -293,6 +305,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	if r.Total.CacheReadTokens > 0 || r.Total.CacheWriteTokens > 0 {
 		bw.WriteString("CACHE READ, CACHE WRITE: input tokens the providers read from and wrote to their prompt caches, counted in INPUT TOKENS and charged at each backend's cache_read and cache_write prices.\n")
+	}
+	if r.Total.CacheHits > 0 {
+		bw.WriteString("CACHE HITS, CACHE SAVED: calls answered from Flexway's response cache (counted in CALLS, with no input or output tokens, charged their policy's hit_price in EUR), and the input plus output tokens of the calls that filled those entries: tokens the hits did not spend.\n")
 	}
 	if r.Total.EstimatedCalls > 0 {
 		fmt.Fprintf(bw, "ESTIMATED: %d %s charged %s EUR on usage Flexway estimated because the upstream never reported it (a cut stream); included in EUR.\n",

@@ -28,6 +28,8 @@ type rec struct {
 	OutputTokens   int64   `json:"output_tokens"`
 	CacheRead      int64   `json:"cache_read_tokens,omitempty"` // absent: a line from before issue 14
 	CacheWrite     int64   `json:"cache_write_tokens,omitempty"`
+	Cache          string  `json:"cache,omitempty"`              // absent: no cache policy, or a line from before the response cache
+	CacheSaved     int64   `json:"cache_saved_tokens,omitempty"` // written only for a hit that saved tokens
 	CostEUR        string  `json:"cost_eur"`
 	UsageEstimated bool    `json:"usage_estimated"`
 	MeteredBy      string  `json:"metered_by"`

@@ -20,7 +20,7 @@ func TestLinesWithAndWithoutUsageOverReservation(t *testing.T) {
 	}, "")
 	writeFile(t, path, content)
 	got, _ := runOut(t, "--audit", path, "--month", "2026-11", "--format", "csv")
-	want := "tenant,calls,input_tokens,output_tokens,cost_eur,cost_local_eur,cost_upstream_eur,estimated_calls,cost_estimated_eur,cache_read_tokens,cache_write_tokens\nacme,2,20,2005,0.000002,0.000002,0.00,0,0.00,0,0\n"
+	want := "tenant,calls,input_tokens,output_tokens,cost_eur,cost_local_eur,cost_upstream_eur,estimated_calls,cost_estimated_eur,cache_read_tokens,cache_write_tokens,cache_hits,cache_saved_tokens\nacme,2,20,2005,0.000002,0.000002,0.00,0,0.00,0,0,0,0\n"
 	if !strings.HasPrefix(got, want) {
 		t.Fatalf("report:\n%s\nwant it to start with:\n%s", got, want)
 	}

@@ -25,11 +25,11 @@ func runOut(t *testing.T, args ...string) (string, string) {
 func TestCSV(t *testing.T) {
 	p := fixture(t)
 	got, stderr := runOut(t, "--audit", p, "--month", "2026-11", "--format", "csv")
-	want := `tenant,calls,input_tokens,output_tokens,cost_eur,cost_local_eur,cost_upstream_eur,estimated_calls,cost_estimated_eur,cache_read_tokens,cache_write_tokens
-acme,5,131,59,0.000370001,0.000020001,0.00035,1,0.00005,60,20
-globex,2,1040,207,0.012456789,0.000111111,0.012345678,1,0.000111111,800,0
-initech,1,5,5,2.50,2.50,0.00,0,0.00,0,0
-TOTAL,8,1176,271,2.51282679,2.500131112,0.012695678,2,0.000161111,860,20
+	want := `tenant,calls,input_tokens,output_tokens,cost_eur,cost_local_eur,cost_upstream_eur,estimated_calls,cost_estimated_eur,cache_read_tokens,cache_write_tokens,cache_hits,cache_saved_tokens
+acme,5,131,59,0.000370001,0.000020001,0.00035,1,0.00005,60,20,0,0
+globex,2,1040,207,0.012456789,0.000111111,0.012345678,1,0.000111111,800,0,0,0
+initech,1,5,5,2.50,2.50,0.00,0,0.00,0,0,0,0
+TOTAL,8,1176,271,2.51282679,2.500131112,0.012695678,2,0.000161111,860,20,0,0
 `
 	if got != want {
 		t.Errorf("csv:\n%s\nwant:\n%s", got, want)
@@ -43,12 +43,12 @@ func TestJSON(t *testing.T) {
 	p := fixture(t)
 	got, _ := runOut(t, "--audit", p, "--month", "2026-11", "--format", "json", "--by", "tenant,model")
 	want := `[
-  {"tenant":"acme","model":"m","calls":1,"input_tokens":0,"output_tokens":0,"cost_eur":"0.00","cost_local_eur":"0.00","cost_upstream_eur":"0.00","estimated_calls":0,"cost_estimated_eur":"0.00","cache_read_tokens":0,"cache_write_tokens":0},
-  {"tenant":"acme","model":"m-1","calls":3,"input_tokens":111,"output_tokens":56,"cost_eur":"0.000320001","cost_local_eur":"0.000020001","cost_upstream_eur":"0.0003","estimated_calls":0,"cost_estimated_eur":"0.00","cache_read_tokens":60,"cache_write_tokens":20},
-  {"tenant":"acme","model":"m-2","calls":1,"input_tokens":20,"output_tokens":3,"cost_eur":"0.00005","cost_local_eur":"0.00","cost_upstream_eur":"0.00005","estimated_calls":1,"cost_estimated_eur":"0.00005","cache_read_tokens":0,"cache_write_tokens":0},
-  {"tenant":"globex","model":"gpt-x","calls":2,"input_tokens":1040,"output_tokens":207,"cost_eur":"0.012456789","cost_local_eur":"0.000111111","cost_upstream_eur":"0.012345678","estimated_calls":1,"cost_estimated_eur":"0.000111111","cache_read_tokens":800,"cache_write_tokens":0},
-  {"tenant":"initech","model":"m-1","calls":1,"input_tokens":5,"output_tokens":5,"cost_eur":"2.50","cost_local_eur":"2.50","cost_upstream_eur":"0.00","estimated_calls":0,"cost_estimated_eur":"0.00","cache_read_tokens":0,"cache_write_tokens":0},
-  {"total":true,"calls":8,"input_tokens":1176,"output_tokens":271,"cost_eur":"2.51282679","cost_local_eur":"2.500131112","cost_upstream_eur":"0.012695678","estimated_calls":2,"cost_estimated_eur":"0.000161111","cache_read_tokens":860,"cache_write_tokens":20}
+  {"tenant":"acme","model":"m","calls":1,"input_tokens":0,"output_tokens":0,"cost_eur":"0.00","cost_local_eur":"0.00","cost_upstream_eur":"0.00","estimated_calls":0,"cost_estimated_eur":"0.00","cache_read_tokens":0,"cache_write_tokens":0,"cache_hits":0,"cache_saved_tokens":0},
+  {"tenant":"acme","model":"m-1","calls":3,"input_tokens":111,"output_tokens":56,"cost_eur":"0.000320001","cost_local_eur":"0.000020001","cost_upstream_eur":"0.0003","estimated_calls":0,"cost_estimated_eur":"0.00","cache_read_tokens":60,"cache_write_tokens":20,"cache_hits":0,"cache_saved_tokens":0},
+  {"tenant":"acme","model":"m-2","calls":1,"input_tokens":20,"output_tokens":3,"cost_eur":"0.00005","cost_local_eur":"0.00","cost_upstream_eur":"0.00005","estimated_calls":1,"cost_estimated_eur":"0.00005","cache_read_tokens":0,"cache_write_tokens":0,"cache_hits":0,"cache_saved_tokens":0},
+  {"tenant":"globex","model":"gpt-x","calls":2,"input_tokens":1040,"output_tokens":207,"cost_eur":"0.012456789","cost_local_eur":"0.000111111","cost_upstream_eur":"0.012345678","estimated_calls":1,"cost_estimated_eur":"0.000111111","cache_read_tokens":800,"cache_write_tokens":0,"cache_hits":0,"cache_saved_tokens":0},
+  {"tenant":"initech","model":"m-1","calls":1,"input_tokens":5,"output_tokens":5,"cost_eur":"2.50","cost_local_eur":"2.50","cost_upstream_eur":"0.00","estimated_calls":0,"cost_estimated_eur":"0.00","cache_read_tokens":0,"cache_write_tokens":0,"cache_hits":0,"cache_saved_tokens":0},
+  {"total":true,"calls":8,"input_tokens":1176,"output_tokens":271,"cost_eur":"2.51282679","cost_local_eur":"2.500131112","cost_upstream_eur":"0.012695678","estimated_calls":2,"cost_estimated_eur":"0.000161111","cache_read_tokens":860,"cache_write_tokens":20,"cache_hits":0,"cache_saved_tokens":0}
 ]
 `
 	if got != want {
@@ -70,13 +70,13 @@ func TestTable(t *testing.T) {
 	want := `Flexway chargeback, November 2026 (UTC), by tenant, agent
 8 calls in the period out of 10 audit lines in 3 files
 
-TENANT   AGENT   CALLS  INPUT TOKENS  OUTPUT TOKENS          EUR    LOCAL EUR  UPSTREAM EUR  ESTIMATED  ESTIMATED EUR  CACHE READ  CACHE WRITE
-acme     bot         4            31              9  0.000070001  0.000020001   0.00005              1    0.00005               0            0
-acme     helper      1           100             50  0.0003       0.00          0.0003               0    0.00                 60           20
-globex   -           2          1040            207  0.012456789  0.000111111   0.012345678          1    0.000111111         800            0
-initech  x           1             5              5  2.50         2.50          0.00                 0    0.00                  0            0
-----------------------------------------------------------------------------------------------------------------------------------------------
-TOTAL                8          1176            271  2.51282679   2.500131112   0.012695678          2    0.000161111         860           20
+TENANT   AGENT   CALLS  INPUT TOKENS  OUTPUT TOKENS          EUR    LOCAL EUR  UPSTREAM EUR  ESTIMATED  ESTIMATED EUR  CACHE READ  CACHE WRITE  CACHE HITS  CACHE SAVED
+acme     bot         4            31              9  0.000070001  0.000020001   0.00005              1    0.00005               0            0           0            0
+acme     helper      1           100             50  0.0003       0.00          0.0003               0    0.00                 60           20           0            0
+globex   -           2          1040            207  0.012456789  0.000111111   0.012345678          1    0.000111111         800            0           0            0
+initech  x           1             5              5  2.50         2.50          0.00                 0    0.00                  0            0           0            0
+-----------------------------------------------------------------------------------------------------------------------------------------------------------------------
+TOTAL                8          1176            271  2.51282679   2.500131112   0.012695678          2    0.000161111         860           20           0            0
 
 EUR = LOCAL EUR (metered and billed by this gateway) + UPSTREAM EUR (by a relay's peer: metering: upstream).
 CACHE READ, CACHE WRITE: input tokens the providers read from and wrote to their prompt caches, counted in INPUT TOKENS and charged at each backend's cache_read and cache_write prices.
@@ -263,7 +263,7 @@ func TestMalformedLine(t *testing.T) {
 		{`{"time":"2026-11-10T00:00:00Z","cost_eur":"0.000000000","input_tokens":-1}`, "negative tokens"},
 		{`{"time":"2026-11-10T00:00:00Z","cost_eur":"0.000000000","input_tokens":"1"}`, "not an audit line"},
 		{`{"time":"2026-11-10T00:00:00Z","cost_eur":"0.000000000","input_tokens":5,"cache_read_tokens":-1}`, "cache tokens (-1 read, 0 written) are not part of input_tokens 5"},
-		{`{"time":"2026-11-10T00:00:00Z","cost_eur":"0.000000000","input_tokens":5,"cache_read_tokens":4,"cache_write_tokens":2}`, "cache tokens (4 read, 2 written) are not part of input_tokens 5"},
+		{`{"time":"2026-11-10T00:00:00Z","cost_eur":"0.000000000","input_tokens":5,"cache_read_tokens":4,"cache_write_tokens":2,"cache_hits":0,"cache_saved_tokens":0}`, "cache tokens (4 read, 2 written) are not part of input_tokens 5"},
 	}
 	for _, c := range cases {
 		p := filepath.Join(t.TempDir(), "audit.jsonl")
@@ -382,8 +382,8 @@ func TestRotatedWhileOpening(t *testing.T) {
 func TestEmptyPeriod(t *testing.T) {
 	p := fixture(t)
 	got, _ := runOut(t, "--audit", p, "--month", "2025-01", "--format", "csv", "--by", "backend,model")
-	want := "backend,model,calls,input_tokens,output_tokens,cost_eur,cost_local_eur,cost_upstream_eur,estimated_calls,cost_estimated_eur,cache_read_tokens,cache_write_tokens\n" +
-		"TOTAL,,0,0,0,0.00,0.00,0.00,0,0.00,0,0\n"
+	want := "backend,model,calls,input_tokens,output_tokens,cost_eur,cost_local_eur,cost_upstream_eur,estimated_calls,cost_estimated_eur,cache_read_tokens,cache_write_tokens,cache_hits,cache_saved_tokens\n" +
+		"TOTAL,,0,0,0,0.00,0.00,0.00,0,0.00,0,0,0,0\n"
 	if got != want {
 		t.Errorf("got %q", got)
 	}

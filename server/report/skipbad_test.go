@@ -58,10 +58,10 @@ func TestSkipBad(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Good lines: a×4 (3 in, 4 out, 7 n€ each), b×2 (10 in, 1 out, 1.000000011 € each).
-	want := `tenant,calls,input_tokens,output_tokens,cost_eur,cost_local_eur,cost_upstream_eur,estimated_calls,cost_estimated_eur,cache_read_tokens,cache_write_tokens,bad_lines_skipped
-acme,4,12,16,0.000000028,0.000000028,0.00,0,0.00,0,0,
-globex,2,20,2,2.000000022,0.00,2.000000022,0,0.00,0,0,
-TOTAL,6,32,18,2.00000005,0.000000028,2.000000022,0,0.00,0,0,4
+	want := `tenant,calls,input_tokens,output_tokens,cost_eur,cost_local_eur,cost_upstream_eur,estimated_calls,cost_estimated_eur,cache_read_tokens,cache_write_tokens,cache_hits,cache_saved_tokens,bad_lines_skipped
+acme,4,12,16,0.000000028,0.000000028,0.00,0,0.00,0,0,0,0,
+globex,2,20,2,2.000000022,0.00,2.000000022,0,0.00,0,0,0,0,
+TOTAL,6,32,18,2.00000005,0.000000028,2.000000022,0,0.00,0,0,0,0,4
 `
 	if out.String() != want {
 		t.Errorf("csv:\n%s\nwant:\n%s", out.String(), want)
