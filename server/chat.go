@@ -33,6 +33,7 @@ func (c *Core) CreateChatCompletion(ctx context.Context, req *flexwayv1.CreateCh
 	if v := st.Cache; v != nil {
 		_ = grpc.SetHeader(ctx, metadata.Pairs(HeaderCache, v.Status))
 		if v.Status == "hit" {
+			setSimilarityHeader(ctx, v)
 			// the caller's own response rules judge the stored answer:
 			// another agent of the tenant may have filled it under
 			// other policies
@@ -100,6 +101,7 @@ func (c *Core) StreamChatCompletion(req *flexwayv1.CreateChatCompletionRequest, 
 	if v := st.Cache; v != nil {
 		_ = grpc.SetHeader(ctx, metadata.Pairs(HeaderCache, v.Status))
 		if v.Status == "hit" {
+			setSimilarityHeader(ctx, v)
 			// judged by the caller's own response rules, as in unary
 			return c.replayStream(ss, st, req.GetModel(), wantUsage, c.newAnswerGuard(ctx, st, req))
 		}

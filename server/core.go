@@ -64,6 +64,9 @@ type Core struct {
 
 	opts Options
 	log  *slog.Logger
+	// vectors is the response cache's semantic index, made at the first
+	// embedding.
+	vectors vectors
 }
 
 // New returns a core over opts.

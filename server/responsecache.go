@@ -33,8 +33,8 @@ type CacheStore interface {
 // CacheSetting is the cache section of the policy that decides for a
 // call (the most specific that sets one).
 type CacheSetting struct {
-	// Mode is "exact" or "semantic" (semantic is not served yet: looked
-	// up as exact).
+	// Mode is "exact" or "semantic" (exact first, then the nearest
+	// stored question: see [Core.CacheLookup]).
 	Mode string
 	// Similarity is the cosine similarity, in (0, 1], at or above which a
 	// semantic lookup answers.
@@ -63,6 +63,14 @@ type CacheOptions struct {
 	// MaxEntryBytes bounds what a stream's tee collects, in bytes
 	// (ai.cache.max_bytes/64): a bigger answer is not stored. 0: 4 MiB.
 	MaxEntryBytes int64
+	// Embed, for semantic mode, embeds the last user message of st's
+	// call as the caller's own embeddings call (identity, budget and
+	// audit as /v1/embeddings, through ai.cache.embeddings_backend). Nil:
+	// semantic mode looks up exactly only.
+	Embed func(ctx context.Context, st *call.State, text string) ([]float32, error)
+	// VectorBytes bounds the semantic index's vectors, in bytes (server/
+	// cache/semantic). 0: 64 MiB.
+	VectorBytes int64
 }
 
 // HeaderCache is the header metadata key of the cache's verdict
@@ -117,7 +125,8 @@ func (c *Core) CacheLookup(ctx context.Context, st *call.State, req any) (int64,
 	if t, ok := st.AliasTargets[backend]; ok {
 		p.Alias, p.Arm, p.Model = st.Alias, t.Arm, t.Model
 	}
-	v.Key = cache.MakeStoreKey(p.ID(), k)
+	partID := p.ID()
+	v.Key = cache.MakeStoreKey(partID, k)
 	v.Store = !noStore
 	if noCache {
 		if noStore {
@@ -129,7 +138,10 @@ func (c *Core) CacheLookup(ctx context.Context, st *call.State, req any) (int64,
 	e, ok := co.Store.Get(ctx, v.Key)
 	if !ok || !c.decodeEntry(ctx, st, v, e, streaming) {
 		v.Status = "miss"
-		return 0, false
+		if set.Mode != "semantic" || !c.semanticLookup(ctx, st, v, chat, partID, set, streaming) {
+			return 0, false
+		}
+		e = v.Entry
 	}
 	v.Status, v.Entry, v.Store = "hit", e, false
 	return set.HitPriceNanoEUR, true
@@ -359,6 +371,7 @@ func (c *Core) storeStream(st *call.State, ss flexwayv1.ChatService_StreamChatCo
 			e.Chunks[i] = openaiwire.AppendChatCompletionChunk(nil, ch)
 		}
 		store.Set(e, v.TTL)
+		c.indexStored(v)
 	}()
 }
 
@@ -395,6 +408,7 @@ func (c *Core) storeJSON(st *call.State, resp *flexwayv1.ChatCompletion) {
 		FinishReason: resp.GetChoices()[0].GetFinishReason(), Stored: now, Expires: now.Add(v.TTL),
 		Usage: cache.Usage{InputTokens: o.InputTokens, OutputTokens: o.OutputTokens, CacheReadTokens: o.CacheReadTokens, CacheWriteTokens: o.CacheWriteTokens}}
 	c.opts.Cache.Store.Set(e, v.TTL)
+	c.indexStored(v)
 }
 
 // answerRedacted reports whether a response guardrail redacted or

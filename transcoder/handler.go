@@ -79,7 +79,7 @@ func build(opts Options) (*front, http.Handler, error) {
 	}
 	if opts.CacheKeyer != nil {
 		f.keyer = opts.CacheKeyer
-		f.forward = append(f.forward, "cache-control")
+		f.forward = append(f.forward, "cache-control", "flexway-cache-similarity")
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", f.chatCompletions)

@@ -71,7 +71,7 @@ type Options struct {
 	// CacheKeyer, when set (a policy turns the response cache on), keys
 	// each chat request from its body as sent ([call.WithCacheKey]), so
 	// that the cache's lookup does not encode the request again; and the
-	// request's Cache-Control goes to the core. Nil: chat requests are
+	// request's Cache-Control and Flexway-Cache-Similarity go to the core. Nil: chat requests are
 	// not keyed here.
 	CacheKeyer *cache.Keyer
 }

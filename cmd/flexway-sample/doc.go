@@ -20,7 +20,7 @@
 //	--wire            wire format served (default openai); see "Other wires" below
 //	--name            owner reported by GET /v1/models (default "sample")
 //	--models          comma-separated model names served (default per wire: openai
-//	                  "sample-small,sample-large", anthropic "sample-claude", gemini
+//	                  "sample-small,sample-large,sample-words", anthropic "sample-claude", gemini
 //	                  "sample-gemini,sample-gemini-embedding", a2a "sample-agent")
 //	--chunk-delay     delay before each streamed content chunk (default 30ms)
 //	--chunks          number of content chunks a streamed answer is split into (default 8)

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"unicode"
 )
 
 const (
@@ -80,6 +81,10 @@ func (h *handler) embeddings(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	dims := defaultDimensions
+	words := req.Model == wordsModel
+	if words {
+		dims = wordsDimensions
+	}
 	if req.Dimensions != nil {
 		dims = *req.Dimensions
 	}
@@ -100,6 +105,9 @@ func (h *handler) embeddings(w http.ResponseWriter, r *http.Request) {
 	resp := embeddingList{Object: "list", Model: h.resolveModel(req.Model), Data: make([]embeddingObject, 0, len(inputs))}
 	for i, in := range inputs {
 		vec := embed(in.data, dims)
+		if words {
+			vec = embedWords(in.data, dims)
+		}
 		var e any = vec
 		if base64Format {
 			e = encodeFloat32s(vec)
@@ -208,6 +216,45 @@ func embed(data []byte, dims int) []float32 {
 	out := make([]float32, dims)
 	for j := range v {
 		out[j] = float32(v[j] / norm)
+	}
+	return out
+}
+
+// wordsModel is the sample's bag-of-words embedding model: texts that
+// share most of their words get vectors at a high cosine similarity, so
+// that the response cache's semantic mode can be tried under make run. It
+// is a sample, not a language model: synonyms are as far apart as any
+// two words.
+const wordsModel = "sample-words"
+
+// wordsDimensions is sample-words' vector size when "dimensions" is not
+// given: enough that two unrelated words rarely collide.
+const wordsDimensions = 256
+
+// embedWords returns the unit vector of data's bag of words: the sum of
+// [embed] of each word (letters and digits, lower-cased), scaled to
+// length 1; the zero-word text gets [embed] of its bytes.
+func embedWords(data []byte, dims int) []float32 {
+	fields := strings.FieldsFunc(strings.ToLower(string(data)), func(r rune) bool {
+		return !unicode.IsLetter(r) && !unicode.IsDigit(r)
+	})
+	if len(fields) == 0 {
+		return embed(data, dims)
+	}
+	sum := make([]float64, dims)
+	for _, w := range fields {
+		for j, f := range embed([]byte(w), dims) {
+			sum[j] += float64(f)
+		}
+	}
+	var norm float64
+	for _, f := range sum {
+		norm += f * f
+	}
+	norm = math.Sqrt(norm)
+	out := make([]float32, dims)
+	for j := range sum {
+		out[j] = float32(sum[j] / norm)
 	}
 	return out
 }

@@ -115,7 +115,7 @@ func parseFlags(args []string, stderr io.Writer) (string, options, error) {
 	name := fs.String("name", def.name, "owner reported by GET /v1/models")
 	wire := fs.String("wire", wireOpenAI, "wire format served: "+strings.Join(wires, ", "))
 	models := fs.String("models", "", "comma-separated model names served (default per wire: "+
-		"openai sample-small,sample-large; anthropic sample-claude; gemini sample-gemini,sample-gemini-embedding; a2a sample-agent)")
+		"openai sample-small,sample-large,sample-words; anthropic sample-claude; gemini sample-gemini,sample-gemini-embedding; a2a sample-agent)")
 	chunkDelay := fs.Duration("chunk-delay", def.chunkDelay, "delay before each streamed content chunk")
 	chunks := fs.Int("chunks", def.chunks, "number of content chunks a streamed answer is split into")
 	bearer := fs.String("require-bearer", "", "when set, require \"Authorization: Bearer TOKEN\" on every request (openai and a2a wires)")

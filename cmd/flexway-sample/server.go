@@ -70,7 +70,7 @@ type options struct {
 func defaultOptions() options {
 	return options{
 		name:       "sample",
-		models:     []string{"sample-small", "sample-large"},
+		models:     []string{"sample-small", "sample-large", wordsModel},
 		chunkDelay: 30 * time.Millisecond,
 		chunks:     8,
 	}

@@ -203,3 +203,45 @@ func TestEmbeddingsBase64(t *testing.T) {
 		})
 	}
 }
+
+// TestEmbeddingWords: sample-words embeds a bag of words in 256
+// dimensions: one question reworded in case and punctuation is the same
+// vector, one with a word more is near (cosine above 0.8; sqrt(5/6) for
+// orthogonal words), another
+// question is far.
+func TestEmbeddingWords(t *testing.T) {
+	t.Parallel()
+	srv := newTestServer(t, fastOptions())
+	vec := func(text string) []float32 {
+		_, body := do(t, srv, http.MethodPost, "/v1/embeddings", `{"model":"sample-words","input":"`+text+`"}`, nil)
+		var got gotEmbeddings
+		if err := json.Unmarshal(body, &got); err != nil || len(got.Data) != 1 {
+			t.Fatalf("%s: %v", body, err)
+		}
+		var v []float32
+		if err := json.Unmarshal(got.Data[0].Embedding, &v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	cos := func(a, b []float32) float64 {
+		var s float64
+		for i := range a {
+			s += float64(a[i]) * float64(b[i])
+		}
+		return s
+	}
+	q := vec("What are your opening hours?")
+	if len(q) != 256 {
+		t.Fatalf("%d dimensions, want 256", len(q))
+	}
+	if c := cos(q, vec("what are your OPENING hours")); c < 0.9999 {
+		t.Errorf("same words: cosine %v, want 1", c)
+	}
+	if c := cos(q, vec("What are your opening hours today?")); c < 0.8 || c > 0.99 {
+		t.Errorf("one word more: cosine %v, want in [0.8, 0.99]", c)
+	}
+	if c := cos(q, vec("Do you ship to Norway?")); c > 0.5 {
+		t.Errorf("another question: cosine %v, want < 0.5", c)
+	}
+}

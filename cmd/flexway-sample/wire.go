@@ -44,7 +44,7 @@ func defaultModels(wire string) []string {
 	case wireA2A:
 		return []string{"sample-agent"}
 	}
-	return []string{"sample-small", "sample-large"}
+	return []string{"sample-small", "sample-large", wordsModel}
 }
 
 // failFunc writes an error response in one wire's own format: the HTTP

@@ -117,12 +117,19 @@ type CacheVerdict struct {
 	// (bytes, ai.cache.max_bytes/64: a stream's tee stops past it).
 	Store    bool
 	MaxBytes int64
-	Key   cache.StoreKey
-	TTL   time.Duration
+	Key      cache.StoreKey
+	TTL      time.Duration
 	// StoreLength and ToolCalls store answers that end on length, and
 	// answers that call tools (the policy's store_length and
 	// cache_tool_calls).
 	StoreLength, ToolCalls bool
+	// Index and Vector, in semantic mode, are the semantic index's name
+	// (partition and context key) and the embedding of the last user
+	// message: a miss stores its answer's vector there.
+	Index  cache.Key
+	Vector []float32
+	// Similarity is a semantic hit's cosine similarity, 0 otherwise.
+	Similarity float32
 }
 
 // GuardrailVerdict is one guardrail rule's finding on a call, for the

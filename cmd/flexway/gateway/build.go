@@ -101,7 +101,7 @@ func (g *Gateway) build(o Options) error {
 	if g.cache != nil {
 		lookup = core.CacheLookup
 	}
-	meter := newMeter(cfg, led, routes, accts, policies, check, aliasResolver(aliases, routes), lookup, g.proxy, tracer, log)
+	meter := newMeter(cfg, led, routes, accts, policies, check, pinEmbeddings(cfg, aliasResolver(aliases, routes)), lookup, g.proxy, tracer, log)
 	adminSum, err := adminKeySum(cfg)
 	if err != nil {
 		return err
@@ -137,6 +137,7 @@ func (g *Gateway) build(o Options) error {
 	g.inproc = inproc.New(chain.UnaryInterceptor(), chain.StreamInterceptor())
 	core.Register(gs)
 	core.Register(g.inproc)
+	g.cache.serve(flexwayv1.NewEmbeddingsServiceClient(g.inproc), core)
 	if led != nil {
 		as := admin.New(led, accts, func() []*flexwayv1.BackendState { return backendStates(cfg, routes, bs, pools) },
 			policies, slices.Collect(maps.Keys(cfg.AI.GRPC.Services)))

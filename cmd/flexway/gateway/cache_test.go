@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"bufio"
 	"encoding/json"
+	"hash/fnv"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -299,5 +300,122 @@ func TestResponseCacheStreams(t *testing.T) {
 	}
 	if d := sseData(hit); verdict != "hit" || len(d) != 3 || !strings.Contains(d[0], `"content":"Hello from upstream"`) || !strings.Contains(d[1], `"finish_reason":"stop"`) {
 		t.Errorf("stream of a JSON entry: %q %q", verdict, d)
+	}
+}
+
+// wordsUpstream is a fake OpenAI serving completion for chats and, for
+// embeddings, a bag of words: each lower-cased word sets one of 64
+// coordinates (FNV of the word), so that questions sharing their words
+// are near; it counts chats and embeddings.
+func wordsUpstream(t *testing.T) (srv *httptest.Server, chats, embeds *atomic.Int64) {
+	t.Helper()
+	chats, embeds = new(atomic.Int64), new(atomic.Int64)
+	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		if r.URL.Path != "/v1/embeddings" {
+			chats.Add(1)
+			_, _ = io.WriteString(w, completion)
+			return
+		}
+		embeds.Add(1)
+		var req struct {
+			Input string `json:"input"`
+		}
+		_ = json.Unmarshal(body, &req)
+		vec := make([]float64, 64)
+		for _, word := range strings.FieldsFunc(strings.ToLower(req.Input), func(r rune) bool { return r < 'a' || r > 'z' }) {
+			h := fnv.New32a()
+			h.Write([]byte(word))
+			vec[h.Sum32()%64]++
+		}
+		b, _ := json.Marshal(vec)
+		_, _ = io.WriteString(w, `{"object":"list","model":"e","data":[{"object":"embedding","index":0,"embedding":`+string(b)+`}],"usage":{"prompt_tokens":5,"total_tokens":5}}`)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, chats, embeds
+}
+
+// TestResponseCacheSemantic: in semantic mode a question reworded (same
+// words, other case and punctuation) answers from the cache with
+// Flexway-Cache-Similarity, after one embeddings call charged and audited
+// as the caller's; a caller raising the threshold above the match
+// misses; another tenant misses; another question misses.
+func TestResponseCacheSemantic(t *testing.T) {
+	up, chats, embeds := wordsUpstream(t)
+	yaml := strings.Replace(cacheConfig(up.URL), "  cache: {max_bytes: 1MiB}", `    embed:
+      url: `+up.URL+`/v1
+      models: [e]
+      default_model: e
+      capabilities: [embeddings]
+  cache: {max_bytes: 1MiB, embeddings_backend: embed}`, 1)
+	cfg := load(t, strings.Replace(yaml, "cache: {mode: exact,", "cache: {mode: semantic, similarity: 0.9,", 1))
+	g, err := gateway.New(gateway.Options{Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(g.Handler())
+	defer srv.Close()
+	ask := func(key, text string, headers ...string) (string, string) {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/chat/completions",
+			strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"`+text+`"}]}`))
+		req.Header.Set("Authorization", "Bearer "+key)
+		for i := 0; i+1 < len(headers); i += 2 {
+			req.Header.Set(headers[i], headers[i+1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+		return resp.Header.Get("Flexway-Cache"), resp.Header.Get("Flexway-Cache-Similarity")
+	}
+	if v, _ := ask(testKey, "What are your opening hours?"); v != "miss" {
+		t.Fatalf("first: %q", v)
+	}
+	var v, sim string
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if v, sim = ask(testKey, "what are your OPENING hours", "Cache-Control", "no-store"); v == "hit" {
+			break
+		}
+	}
+	if v != "hit" || sim != "1.0000" {
+		t.Fatalf("reworded: Flexway-Cache %q, similarity %q; want hit 1.0000", v, sim)
+	}
+	if v, sim = ask(testKey, "What are your opening hours today?"); v != "hit" || sim == "" || sim >= "0.9999" {
+		t.Errorf("a word more: %q %q; want a hit below 1", v, sim)
+	}
+	if v, _ = ask(testKey, "What are your opening hours today?", "Flexway-Cache-Similarity", "0.9999"); v != "miss" {
+		t.Errorf("threshold raised to 0.9999: %q, want miss", v)
+	}
+	if v, _ = ask(testKey, "What are your opening hours?", "Flexway-Cache-Similarity", "0.1"); v != "hit" {
+		t.Errorf("threshold 'lowered' to 0.1, exact question: %q, want hit", v)
+	}
+	if v, _ = ask(upstreamToken, "what are your OPENING hours"); v != "miss" {
+		t.Errorf("another tenant: %q, want miss", v)
+	}
+	if v, _ = ask(testKey, "Do you ship to Norway?"); v != "miss" {
+		t.Errorf("another question: %q, want miss", v)
+	}
+	if embeds.Load() == 0 || chats.Load() < 3 {
+		t.Errorf("embeds %d, chats %d", embeds.Load(), chats.Load())
+	}
+	srv.Close()
+	g.Close()
+	n := 0
+	for _, l := range auditLines(t, filepath.Join(filepath.Dir(cfg.Audit.Path), "audit.jsonl")) {
+		if l.Operation == "ai.embeddings" {
+			n++
+			if l.Tenant == "" || l.Backend != "embed" || l.InputTokens != 5 || l.Outcome != "ok" {
+				t.Errorf("embeddings line %+v", l)
+			}
+		}
+	}
+	if int64(n) != embeds.Load() {
+		t.Errorf("%d embeddings lines, %d embeddings calls", n, embeds.Load())
 	}
 }

@@ -512,3 +512,6 @@ func (s *scratch) grow(dims, words, cands int) {
 		s.heap = make([]candidate, 0, cands)
 	}
 }
+
+// Dims is the dimension of the index's vectors (Options.Dims).
+func (x *Index) Dims() int { return x.o.Dims }
