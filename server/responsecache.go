@@ -87,19 +87,21 @@ const HeaderCache = "flexway-cache"
 // front put its key in ctx ([call.WithCacheKey]: more specific than the
 // request as redacted), else of the request as it goes upstream.
 // Cache-Control: no-cache skips the lookup, no-store the
-// store. A request that cannot be keyed is a bypass; nothing here fails
-// a call.
-func (c *Core) CacheLookup(ctx context.Context, st *call.State, req any) (int64, bool) {
+// store. A request that cannot be keyed is a bypass. Semantic mode
+// (after an exact miss) calls afford before it embeds the question: its
+// error, the call's budget refusal, is the only error returned; nothing
+// of the cache's own fails a call.
+func (c *Core) CacheLookup(ctx context.Context, st *call.State, req any, afford func() error) (int64, bool, error) {
 	co := c.opts.Cache
 	chat, ok := req.(*flexwayv1.CreateChatCompletionRequest)
 	if co == nil || co.Store == nil || co.Setting == nil || !ok || len(st.Plan) == 0 {
-		return 0, false
+		return 0, false, nil
 	}
 	m, _ := grpc.Method(ctx)
 	streaming := strings.HasSuffix(m, "/StreamChatCompletion")
 	set := co.Setting(st)
 	if set == nil || set.Mode == "" || set.Mode == "off" {
-		return 0, false
+		return 0, false, nil
 	}
 	v := &call.CacheVerdict{Status: "bypass", TTL: set.TTL, StoreLength: set.StoreLength, ToolCalls: set.ToolCalls, MaxBytes: co.MaxEntryBytes}
 	if v.MaxBytes <= 0 {
@@ -108,17 +110,17 @@ func (c *Core) CacheLookup(ctx context.Context, st *call.State, req any) (int64,
 	st.Cache = v
 	backend := st.Plan[0]
 	if st.Sensitive && (!set.IncludeSensitive || co.Internal == nil || !co.Internal(backend)) {
-		return 0, false // a sensitive call: neither looked up nor stored
+		return 0, false, nil // a sensitive call: neither looked up nor stored
 	}
 	noCache, noStore := cacheControl(ctx)
 	k, ok := call.CacheKeyFrom(ctx) // the HTTP front's, from the body as sent
 	if !ok {
 		body, err := openaiwire.AppendChatCompletionRequest(nil, chat, openaiwire.Upstream{})
 		if err != nil {
-			return 0, false
+			return 0, false, nil
 		}
 		if k, err = cache.ExactKey(body); err != nil {
-			return 0, false
+			return 0, false, nil
 		}
 	}
 	p := cache.Partition{Tenant: st.Tenant, Alias: chat.GetModel(), Backend: backend, Model: chat.GetModel(), Operation: st.Operation, Sensitive: st.Sensitive}
@@ -130,21 +132,25 @@ func (c *Core) CacheLookup(ctx context.Context, st *call.State, req any) (int64,
 	v.Store = !noStore
 	if noCache {
 		if noStore {
-			return 0, false
+			return 0, false, nil
 		}
 		v.Status = "miss"
-		return 0, false
+		return 0, false, nil
 	}
 	e, ok := co.Store.Get(ctx, v.Key)
 	if !ok || !c.decodeEntry(ctx, st, v, e, streaming) {
 		v.Status = "miss"
-		if set.Mode != "semantic" || !c.semanticLookup(ctx, st, v, chat, partID, set, streaming) {
-			return 0, false
+		if set.Mode != "semantic" {
+			return 0, false, nil
+		}
+		hit, err := c.semanticLookup(ctx, st, v, chat, partID, set, streaming, afford)
+		if err != nil || !hit {
+			return 0, false, err
 		}
 		e = v.Entry
 	}
 	v.Status, v.Entry, v.Store = "hit", e, false
-	return set.HitPriceNanoEUR, true
+	return set.HitPriceNanoEUR, true, nil
 }
 
 // decodeEntry decodes e for this call's mode into v: Answer for a unary

@@ -72,50 +72,55 @@ func (c *Core) SweepCache() int {
 // threshold, or the request's Flexway-Cache-Similarity when higher. On a
 // miss the verdict keeps the vector, for the store to index. A request
 // with no text last user message, an embedding that fails, or an index
-// of another dimension is a miss.
+// of another dimension is a miss. afford (the meter's reservation of the
+// call's estimate) runs before the embedding, so that a call its budget
+// refuses spends nothing: its error is returned.
 func (c *Core) semanticLookup(ctx context.Context, st *call.State, v *call.CacheVerdict, chat *flexwayv1.CreateChatCompletionRequest,
-	part cache.PartitionID, set *CacheSetting, streaming bool) bool {
+	part cache.PartitionID, set *CacheSetting, streaming bool, afford func() error) (bool, error) {
 	co := c.opts.Cache
 	if co.Embed == nil {
-		return false
+		return false, nil
 	}
 	body, err := openaiwire.AppendChatCompletionRequest(nil, chat, openaiwire.Upstream{})
 	if err != nil {
-		return false
+		return false, nil
 	}
 	ks, err := cache.NewKeys(body, true)
 	if err != nil || !ks.Semantic || ks.Text == "" {
-		return false
+		return false, nil
+	}
+	if err := afford(); err != nil {
+		return false, err
 	}
 	vec, err := co.Embed(ctx, st, ks.Text)
 	if err != nil {
 		c.log.InfoContext(ctx, "response cache: the question was not embedded; a miss", "request_id", st.RequestID, "error", err.Error())
-		return false
+		return false, nil
 	}
 	idx := c.vectorIndex(len(vec))
 	if idx == nil {
-		return false
+		return false, nil
 	}
 	name := cache.IndexName(part, ks.Context)
 	v.Index, v.Vector = name, vec
 	m, ok := idx.Search(name, vec, float32(threshold(ctx, set.Similarity)))
 	if !ok {
-		return false
+		return false, nil
 	}
 	k := cache.MakeStoreKey(part, m.ID)
 	e, ok := co.Store.Get(ctx, k)
 	if !ok {
 		idx.Delete(name, m.ID) // the entry left the store: its vector goes too
-		return false
+		return false, nil
 	}
 	hit := *v
 	hit.Key, hit.Entry = k, e
 	if !c.decodeEntry(ctx, st, &hit, e, streaming) {
-		return false
+		return false, nil
 	}
 	*v = hit
 	v.Similarity = m.Similarity
-	return true
+	return true, nil
 }
 
 // threshold is the similarity a semantic hit needs: the policy's, or the

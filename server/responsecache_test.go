@@ -54,7 +54,9 @@ func cachedCall(t *testing.T, c *Core, tenant string, st *call.State, req *flexw
 	if md != nil {
 		ctx = metadata.NewIncomingContext(ctx, md)
 	}
-	c.CacheLookup(ctx, st, req)
+	if _, _, err := c.CacheLookup(ctx, st, req, func() error { return nil }); err != nil {
+		return nil, st, err
+	}
 	resp, err := c.CreateChatCompletion(ctx, proto.Clone(req).(*flexwayv1.CreateChatCompletionRequest))
 	return resp, st, err
 }
@@ -190,7 +192,7 @@ func BenchmarkCacheLookupHit4KiB(b *testing.B) {
 		r := proto.Clone(req).(*flexwayv1.CreateChatCompletionRequest)
 		r.ExtraFields["seed"] = strconv.Itoa(i)
 		st := &call.State{Tenant: "acme", Operation: "ai.chatCompletions", Plan: []string{"main"}}
-		c.CacheLookup(context.Background(), st, r)
+		c.CacheLookup(context.Background(), st, r, func() error { return nil })
 		c.storeJSON(st, &flexwayv1.ChatCompletion{Model: "m", Choices: []*flexwayv1.ChatCompletionChoice{{Message: &flexwayv1.ChatMessage{Role: "assistant", Content: &flexwayv1.ChatMessage_Text{Text: "ok"}}, FinishReason: proto.String("stop")}}})
 	}
 	req.ExtraFields["seed"] = "42"
@@ -199,7 +201,7 @@ func BenchmarkCacheLookupHit4KiB(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			st := &call.State{Tenant: "acme", Operation: "ai.chatCompletions", Plan: []string{"main"}}
-			if _, hit := c.CacheLookup(ctx, st, req); !hit {
+			if _, hit, _ := c.CacheLookup(ctx, st, req, func() error { return nil }); !hit {
 				b.Fatal("no hit")
 			}
 		}
@@ -216,9 +218,53 @@ func BenchmarkCacheLookupHit4KiB(b *testing.B) {
 			}
 			ctx := call.WithCacheKey(context.Background(), ks.Exact)
 			st := &call.State{Tenant: "acme", Operation: "ai.chatCompletions", Plan: []string{"main"}}
-			if _, hit := c.CacheLookup(ctx, st, req); !hit {
+			if _, hit, _ := c.CacheLookup(ctx, st, req, func() error { return nil }); !hit {
 				b.Fatal("no hit")
 			}
 		}
 	})
+}
+
+// TestCacheIncludeSensitive: with include_sensitive, a sensitive call on
+// an internal backend is looked up and stored in a partition of its own
+// (a non-sensitive entry of the same bytes never answers it, nor the
+// reverse); on an external backend it is bypassed.
+func TestCacheIncludeSensitive(t *testing.T) {
+	b := &countingBackend{answer: "Internal answer.", finish: "stop"}
+	internal := true
+	c := New(Options{Backends: map[string]backends.Backend{"main": b}, Cache: &CacheOptions{
+		Store:    memoryStore(t, 1<<20),
+		Setting:  func(*call.State) *CacheSetting { return &CacheSetting{Mode: "exact", TTL: time.Hour, IncludeSensitive: true} },
+		Internal: func(string) bool { return internal },
+	}})
+	q := &flexwayv1.CreateChatCompletionRequest{Model: "m", Messages: []*flexwayv1.ChatMessage{{Role: "user", Content: &flexwayv1.ChatMessage_Text{Text: "Salary bands?"}}}}
+	sensitive := func() *call.State {
+		return &call.State{RequestID: "r", Tenant: "acme", Operation: "ai.chatCompletions", Sensitive: true}
+	}
+	status := func(st *call.State) string {
+		_, st, err := cachedCall(t, c, "acme", st, q, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Cache.Status
+	}
+	if s := status(nil); s != "miss" { // a plain call stores its answer
+		t.Fatalf("plain: %s", s)
+	}
+	if s := status(sensitive()); s != "miss" {
+		t.Errorf("sensitive after a plain entry: %s, want miss (partitions of their own)", s)
+	}
+	if s := status(sensitive()); s != "hit" {
+		t.Errorf("sensitive again: %s, want hit", s)
+	}
+	if s := status(nil); s != "hit" {
+		t.Errorf("plain again: %s, want its own hit", s)
+	}
+	if n := b.calls.Load(); n != 2 {
+		t.Errorf("upstream calls %d, want 2", n)
+	}
+	internal = false
+	if s := status(sensitive()); s != "bypass" {
+		t.Errorf("sensitive on an external backend: %s, want bypass", s)
+	}
 }

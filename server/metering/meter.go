@@ -57,7 +57,14 @@ type Config struct {
 	// reserves and commits price and 0 tokens, so that it counts toward
 	// requests_per_minute and no token cap; a miss, or a lookup that
 	// failed, is hit false and the call is reserved as any other.
-	Cache func(ctx context.Context, st *call.State, req any) (price int64, hit bool)
+	//
+	// afford reserves the call's estimate as a miss would: a lookup calls
+	// it before it spends anything of the caller's (semantic mode's
+	// embeddings call), so that a call its budget refuses costs nothing;
+	// its error, the refusal, is returned as err and the call refused. A
+	// hit after afford commits price on that reservation (the rest goes
+	// back).
+	Cache func(ctx context.Context, st *call.State, req any, afford func() error) (price int64, hit bool, err error)
 	// ReserveOutputTokens is reserved for output, per choice, when a
 	// request sets neither max_completion_tokens nor max_tokens
 	// (ai.budget.reserve_output_tokens).
@@ -249,7 +256,10 @@ func (m *Meter) Reserve(ctx context.Context, st *call.State, req any) (r Reserva
 			return Reservation{}, err
 		}
 		if m.cfg.Cache != nil {
-			m.cfg.Cache(ctx, st, req) // nothing to charge without a ledger
+			// nothing to charge without a ledger
+			if _, _, err := m.cfg.Cache(ctx, st, req, func() error { return nil }); err != nil {
+				return Reservation{}, err
+			}
 		}
 		return Reservation{}, nil
 	}
@@ -276,25 +286,54 @@ func (m *Meter) Reserve(ctx context.Context, st *call.State, req any) (r Reserva
 	if err := m.plan(ctx, st, req, soft); err != nil {
 		return Reservation{}, err
 	}
+	var est Estimate
+	reserve := func() (*ledger.Reservation, error) {
+		est, _ = m.EstimateFor(req, st.Plan)
+		st.OutputLimit = est.OutputLimit
+		price := m.cfg.Prices[st.Plan[0]]
+		res, err := m.cfg.Ledger.Reserve(ctx, acct, ledger.Amount{
+			Tokens:  money.AddSat(est.Input, est.Output),
+			NanoEUR: price.Bound(est.Input, est.Output),
+		})
+		if err != nil {
+			return nil, refusal(ledger.State{}, err)
+		}
+		return res, nil
+	}
 	if m.cfg.Cache != nil {
-		if price, hit := m.cfg.Cache(ctx, st, req); hit {
-			price = max(price, 0)
-			res, err := m.cfg.Ledger.Reserve(ctx, acct, ledger.Amount{NanoEUR: price})
-			if err != nil {
-				return Reservation{}, refusal(ledger.State{}, err)
+		var held *ledger.Reservation
+		afford := func() error {
+			if held != nil {
+				return nil
 			}
-			return Reservation{m: m, st: st, res: res, hit: true, hitPrice: price}, nil
+			res, err := reserve()
+			held = res
+			return err
+		}
+		price, hit, err := m.cfg.Cache(ctx, st, req, afford)
+		if err != nil {
+			if held != nil {
+				m.release(ctx, st, held)
+			}
+			return Reservation{}, err
+		}
+		if hit {
+			price = max(price, 0)
+			if held == nil {
+				if held, err = m.cfg.Ledger.Reserve(ctx, acct, ledger.Amount{NanoEUR: price}); err != nil {
+					return Reservation{}, refusal(ledger.State{}, err)
+				}
+			}
+			st.OutputLimit = 0 // nothing goes upstream
+			return Reservation{m: m, st: st, res: held, hit: true, hitPrice: price}, nil
+		}
+		if held != nil {
+			return Reservation{m: m, st: st, res: held, est: est}, nil
 		}
 	}
-	est, _ := m.EstimateFor(req, st.Plan)
-	st.OutputLimit = est.OutputLimit
-	price := m.cfg.Prices[st.Plan[0]]
-	res, err := m.cfg.Ledger.Reserve(ctx, acct, ledger.Amount{
-		Tokens:  money.AddSat(est.Input, est.Output),
-		NanoEUR: price.Bound(est.Input, est.Output),
-	})
+	res, err := reserve()
 	if err != nil {
-		return Reservation{}, refusal(ledger.State{}, err)
+		return Reservation{}, err
 	}
 	return Reservation{m: m, st: st, res: res, est: est}, nil
 }

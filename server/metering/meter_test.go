@@ -105,9 +105,9 @@ func TestReserveCacheHit(t *testing.T) {
 	t.Cleanup(func() { _ = led.Close() })
 	hit := true
 	var planned []string
-	m := metering.New(metering.Config{Ledger: led, Routes: routes(), Cache: func(_ context.Context, st *call.State, _ any) (int64, bool) {
+	m := metering.New(metering.Config{Ledger: led, Routes: routes(), Cache: func(_ context.Context, st *call.State, _ any, _ func() error) (int64, bool, error) {
 		planned = st.Plan
-		return 7_000, hit
+		return 7_000, hit, nil
 	}})
 	ctx := context.Background()
 	for i := range 3 {

@@ -97,7 +97,7 @@ func (g *Gateway) build(o Options) error {
 	}
 	core := server.New(server.Options{Backends: bs, Models: models, Aliases: aliases.Names(), Routes: routes, Policies: policies, Logger: log, Tracer: tracer,
 		MaxAnswerBytes: int64(cfg.AI.Vision.MaxBodyBytes), Cache: g.cache.options(cfg)})
-	var lookup func(context.Context, *call.State, any) (int64, bool)
+	var lookup func(context.Context, *call.State, any, func() error) (int64, bool, error)
 	if g.cache != nil {
 		lookup = core.CacheLookup
 	}
@@ -180,7 +180,7 @@ func (g *Gateway) build(o Options) error {
 func newMeter(cfg *config.Config, led *ledger.Ledger, routes *routing.Table, accts accounts, policies *policy.Table,
 	check func(string, *flexwayv1.CreateChatCompletionRequest) error,
 	resolveAlias func(context.Context, *call.State, any) *routing.AliasRoute,
-	lookup func(context.Context, *call.State, any) (int64, bool),
+	lookup func(context.Context, *call.State, any, func() error) (int64, bool, error),
 	p *grpcproxy.Proxy, tracer trace.Tracer, log *slog.Logger) *metering.Meter {
 	proxied, frameSize := proxiedMetering(p)
 	return metering.New(metering.Config{

@@ -16,6 +16,7 @@ import (
 
 	"github.com/flexway/flexway/cmd/flexway/gateway"
 	"github.com/flexway/flexway/server/auditlog"
+	"github.com/flexway/flexway/server/config"
 )
 
 // cacheConfig is minimalConfig's spare alone (the fake upstream) with two
@@ -177,7 +178,7 @@ func auditLines(t *testing.T, path string) []auditlog.Line {
 // Events when the request says "stream": true (three content chunks, a
 // finish chunk, the usage chunk Flexway asks for, [DONE]) and answers
 // completion otherwise; it counts the calls.
-func streamUpstream(t *testing.T) (*httptest.Server, *atomic.Int64) {
+func streamUpstream(t testing.TB) (*httptest.Server, *atomic.Int64) {
 	t.Helper()
 	var n atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -417,5 +418,100 @@ func TestResponseCacheSemantic(t *testing.T) {
 	}
 	if int64(n) != embeds.Load() {
 		t.Errorf("%d embeddings lines, %d embeddings calls", n, embeds.Load())
+	}
+}
+
+// BenchmarkCacheHitInProcess is a cache hit end to end in process: an
+// HTTP request through the gateway's handler (identity, policies, the
+// budget on the embedded ledger, the cache lookup and replay, the audit
+// line) answered from the cache, no network. Issue 18: under 0.3 ms.
+// upstream is the same request with Cache-Control: no-cache, answered by
+// the fake upstream over loopback: the floor a hit saves.
+func BenchmarkCacheHitInProcess(b *testing.B) {
+	up, _ := streamUpstream(b)
+	dir := b.TempDir()
+	b.Setenv("GATEWAY_TEST_KEY", testKey)
+	b.Setenv("GATEWAY_TEST_UPSTREAM_TOKEN", upstreamToken)
+	path := filepath.Join(dir, "flexway.yaml")
+	if err := os.WriteFile(path, []byte(cacheConfig(up.URL)), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	cfg, _, err := config.Load(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	g, err := gateway.New(gateway.Options{Config: cfg})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer g.Close()
+	h := g.Handler()
+	const q = `{"model":"m","messages":[{"role":"system","content":"You answer questions about the shop."},{"role":"user","content":"What are your opening hours?"}]}`
+	do := func(headers ...string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(q))
+		for i := 0; i+1 < len(headers); i += 2 {
+			req.Header.Set(headers[i], headers[i+1])
+		}
+		req.Header.Set("Authorization", "Bearer "+testKey)
+		req.Header.Set("Content-Type", "application/json")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		return w
+	}
+	for deadline := time.Now().Add(5 * time.Second); do().Header().Get("Flexway-Cache") != "hit"; {
+		if time.Now().After(deadline) {
+			b.Fatal("never a hit")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	for _, bc := range []struct {
+		name    string
+		headers []string
+		want    string
+	}{{"hit", nil, "hit"}, {"upstream", []string{"Cache-Control", "no-cache, no-store"}, "bypass"}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if w := do(bc.headers...); w.Code != 200 || w.Header().Get("Flexway-Cache") != bc.want {
+					b.Fatalf("%d %q", w.Code, w.Header().Get("Flexway-Cache"))
+				}
+			}
+		})
+	}
+}
+
+// TestSemanticRefusedSpendsNothing: a call its budget refuses is refused
+// before the semantic lookup embeds its question: no embeddings call, no
+// embeddings audit line, nothing charged.
+func TestSemanticRefusedSpendsNothing(t *testing.T) {
+	up, chats, embeds := wordsUpstream(t)
+	yaml := strings.Replace(cacheConfig(up.URL), "  cache: {max_bytes: 1MiB}", `    embed:
+      url: `+up.URL+`/v1
+      models: [e]
+      default_model: e
+      capabilities: [embeddings]
+  cache: {max_bytes: 1MiB, embeddings_backend: embed}
+  tenants:
+    globex: {budget: {tokens_per_day: 10}}`, 1)
+	cfg := load(t, strings.Replace(yaml, "cache: {mode: exact,", "cache: {mode: semantic,", 1))
+	g, err := gateway.New(gateway.Options{Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(g.Handler())
+	defer srv.Close()
+	status, _, body := cachePost(t, srv.URL, upstreamToken, `{"model":"m","messages":[{"role":"user","content":"What are your opening hours?"}]}`)
+	if status != http.StatusTooManyRequests {
+		t.Fatalf("status %d: %s; want 429", status, body)
+	}
+	if embeds.Load() != 0 || chats.Load() != 0 {
+		t.Errorf("a refused call made %d embeddings and %d chat calls", embeds.Load(), chats.Load())
+	}
+	srv.Close()
+	g.Close()
+	for _, l := range auditLines(t, filepath.Join(filepath.Dir(cfg.Audit.Path), "audit.jsonl")) {
+		if l.Operation == "ai.embeddings" || l.CostEUR != "0.000000000" {
+			t.Errorf("line %+v; want only the refused chat, charged nothing", l)
+		}
 	}
 }
