@@ -233,8 +233,10 @@ func TestCacheIncludeSensitive(t *testing.T) {
 	b := &countingBackend{answer: "Internal answer.", finish: "stop"}
 	internal := true
 	c := New(Options{Backends: map[string]backends.Backend{"main": b}, Cache: &CacheOptions{
-		Store:    memoryStore(t, 1<<20),
-		Setting:  func(*call.State) *CacheSetting { return &CacheSetting{Mode: "exact", TTL: time.Hour, IncludeSensitive: true} },
+		Store: memoryStore(t, 1<<20),
+		Setting: func(*call.State) *CacheSetting {
+			return &CacheSetting{Mode: "exact", TTL: time.Hour, IncludeSensitive: true}
+		},
 		Internal: func(string) bool { return internal },
 	}})
 	q := &flexwayv1.CreateChatCompletionRequest{Model: "m", Messages: []*flexwayv1.ChatMessage{{Role: "user", Content: &flexwayv1.ChatMessage_Text{Text: "Salary bands?"}}}}
