@@ -337,6 +337,19 @@ func wordsUpstream(t *testing.T) (srv *httptest.Server, chats, embeds *atomic.In
 	return srv, chats, embeds
 }
 
+// semanticConfig is cacheConfig in semantic mode at 0.9, with the
+// embeddings backend embed (the same fake, at url) and extra appended to
+// the ai section.
+func semanticConfig(url, extra string) string {
+	yaml := strings.Replace(cacheConfig(url), "  cache: {max_bytes: 1MiB}", `    embed:
+      url: `+url+`/v1
+      models: [e]
+      default_model: e
+      capabilities: [embeddings]
+  cache: {max_bytes: 1MiB, embeddings_backend: embed}`+extra, 1)
+	return strings.Replace(yaml, "cache: {mode: exact,", "cache: {mode: semantic, similarity: 0.9,", 1)
+}
+
 // TestResponseCacheSemantic: in semantic mode a question reworded (same
 // words, other case and punctuation) answers from the cache with
 // Flexway-Cache-Similarity, after one embeddings call charged and audited
@@ -344,13 +357,7 @@ func wordsUpstream(t *testing.T) (srv *httptest.Server, chats, embeds *atomic.In
 // misses; another tenant misses; another question misses.
 func TestResponseCacheSemantic(t *testing.T) {
 	up, chats, embeds := wordsUpstream(t)
-	yaml := strings.Replace(cacheConfig(up.URL), "  cache: {max_bytes: 1MiB}", `    embed:
-      url: `+up.URL+`/v1
-      models: [e]
-      default_model: e
-      capabilities: [embeddings]
-  cache: {max_bytes: 1MiB, embeddings_backend: embed}`, 1)
-	cfg := load(t, strings.Replace(yaml, "cache: {mode: exact,", "cache: {mode: semantic, similarity: 0.9,", 1))
+	cfg := load(t, semanticConfig(up.URL, ""))
 	g, err := gateway.New(gateway.Options{Config: cfg})
 	if err != nil {
 		t.Fatal(err)
@@ -485,15 +492,9 @@ func BenchmarkCacheHitInProcess(b *testing.B) {
 // embeddings audit line, nothing charged.
 func TestSemanticRefusedSpendsNothing(t *testing.T) {
 	up, chats, embeds := wordsUpstream(t)
-	yaml := strings.Replace(cacheConfig(up.URL), "  cache: {max_bytes: 1MiB}", `    embed:
-      url: `+up.URL+`/v1
-      models: [e]
-      default_model: e
-      capabilities: [embeddings]
-  cache: {max_bytes: 1MiB, embeddings_backend: embed}
+	cfg := load(t, semanticConfig(up.URL, `
   tenants:
-    globex: {budget: {tokens_per_day: 10}}`, 1)
-	cfg := load(t, strings.Replace(yaml, "cache: {mode: exact,", "cache: {mode: semantic,", 1))
+    globex: {budget: {tokens_per_day: 10}}`))
 	g, err := gateway.New(gateway.Options{Config: cfg})
 	if err != nil {
 		t.Fatal(err)
