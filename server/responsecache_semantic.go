@@ -26,6 +26,8 @@ const HeaderCacheSimilarity = "flexway-cache-similarity"
 type vectors struct {
 	mu  sync.Mutex // held while the index is made
 	idx atomic.Pointer[semantic.Index]
+	// mismatch is set once an embedding of another dimension was logged.
+	mismatch atomic.Bool
 }
 
 // vectorIndex returns the index for vectors of dims, made at the first
@@ -50,6 +52,10 @@ func (c *Core) vectorIndex(dims int) *semantic.Index {
 		c.vectors.mu.Unlock()
 	}
 	if idx.Dims() != dims {
+		if !c.vectors.mismatch.Swap(true) {
+			c.log.Warn("response cache: an embedding of another dimension than the semantic index's; semantic lookups miss until restart",
+				"index_dims", idx.Dims(), "dims", dims)
+		}
 		return nil
 	}
 	return idx
