@@ -193,8 +193,7 @@ func (c *Core) decodeEntry(ctx context.Context, st *call.State, v *call.CacheVer
 		if ok && answer.Usage == nil {
 			// the tee keeps what the caller got: no usage chunk unless
 			// asked; the entry's usage is the filling call's
-			u := e.Usage
-			answer.Usage = &flexwayv1.Usage{PromptTokens: u.InputTokens, CompletionTokens: u.OutputTokens, TotalTokens: u.InputTokens + u.OutputTokens}
+			answer.Usage = entryUsage(e)
 		}
 	}
 	v.Answer, v.Chunks = answer, chunks
@@ -268,10 +267,8 @@ func (c *Core) replayStream(ss flexwayv1.ChatService_StreamChatCompletionServer,
 		chunks = append(chunks, ch)
 	}
 	if wantUsage {
-		u := v.Entry.Usage
 		chunks = append(chunks, &flexwayv1.ChatCompletionChunk{Id: id, Object: "chat.completion.chunk", Created: now, Model: v.Entry.Model,
-			Choices: []*flexwayv1.ChatCompletionChunkChoice{},
-			Usage:   &flexwayv1.Usage{PromptTokens: u.InputTokens, CompletionTokens: u.OutputTokens, TotalTokens: u.InputTokens + u.OutputTokens}})
+			Choices: []*flexwayv1.ChatCompletionChunkChoice{}, Usage: entryUsage(v.Entry)})
 	}
 	o := replayOutcome(st, model)
 	_, err := c.relay(ss, &sliceStream{chunks: chunks}, &o, wantUsage, false, 0, g)
@@ -279,6 +276,13 @@ func (c *Core) replayStream(ss flexwayv1.ChatService_StreamChatCompletionServer,
 	saved.OutputBytes, saved.OutputEvents = o.OutputBytes, o.OutputEvents
 	st.SetOutcome(saved) // relay read the usage chunk: a hit charges no token
 	return err
+}
+
+// entryUsage is e's usage as OpenAI writes it: the filling call's
+// prompt and completion tokens.
+func entryUsage(e *cache.Entry) *flexwayv1.Usage {
+	u := e.Usage
+	return &flexwayv1.Usage{PromptTokens: u.InputTokens, CompletionTokens: u.OutputTokens, TotalTokens: u.InputTokens + u.OutputTokens}
 }
 
 // sliceStream is a recorded stream, for relay: its chunks, then io.EOF.
