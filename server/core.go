@@ -13,6 +13,7 @@ import (
 
 	flexwayv1 "github.com/flexway/flexway/gen/flexway/v1"
 	"github.com/flexway/flexway/server/backends"
+	"github.com/flexway/flexway/server/cache"
 	"github.com/flexway/flexway/server/call"
 	"github.com/flexway/flexway/server/config"
 	"github.com/flexway/flexway/server/faults"
@@ -67,6 +68,8 @@ type Core struct {
 	// vectors is the response cache's semantic index, made at the first
 	// embedding.
 	vectors vectors
+	// flights coalesces the response cache's identical concurrent misses.
+	flights cache.Flights
 }
 
 // New returns a core over opts.

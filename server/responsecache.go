@@ -88,8 +88,9 @@ const HeaderCache = "flexway-cache"
 // request as redacted), else of the request as it goes upstream.
 // Cache-Control: no-cache skips the lookup, no-store the
 // store. A request that cannot be keyed is a bypass. Semantic mode
-// (after an exact miss) calls afford before it embeds the question: its
-// error, the call's budget refusal, is the only error returned; nothing
+// (after an exact miss) calls afford before it embeds the question.
+// Errors: afford's (the call's budget refusal), and faults.InvalidRequest
+// for a Flexway-Cache-Similarity that is not a number in (0, 1]; nothing
 // of the cache's own fails a call.
 func (c *Core) CacheLookup(ctx context.Context, st *call.State, req any, afford func() error) (int64, bool, error) {
 	co := c.opts.Cache
@@ -102,6 +103,9 @@ func (c *Core) CacheLookup(ctx context.Context, st *call.State, req any, afford 
 	set := co.Setting(st)
 	if set == nil || set.Mode == "" || set.Mode == "off" {
 		return 0, false, nil
+	}
+	if err := checkSimilarityHeader(ctx); err != nil {
+		return 0, false, err
 	}
 	v := &call.CacheVerdict{Status: "bypass", TTL: set.TTL, StoreLength: set.StoreLength, ToolCalls: set.ToolCalls, MaxBytes: co.MaxEntryBytes}
 	if v.MaxBytes <= 0 {
@@ -140,17 +144,49 @@ func (c *Core) CacheLookup(ctx context.Context, st *call.State, req any, afford 
 	e, ok := co.Store.Get(ctx, v.Key)
 	if !ok || !c.decodeEntry(ctx, st, v, e, streaming) {
 		v.Status = "miss"
-		if set.Mode != "semantic" {
-			return 0, false, nil
+		if e, ok = c.coalesce(ctx, st, v, streaming); !ok {
+			if set.Mode != "semantic" {
+				return 0, false, nil
+			}
+			hit, err := c.semanticLookup(ctx, st, v, chat, partID, set, streaming, afford)
+			if err != nil || !hit {
+				return 0, false, err
+			}
+			e = v.Entry
+			if f := v.Flight; f != nil {
+				// its identical followers would find what it found
+				f.Land(e)
+				v.Flight = nil
+			}
 		}
-		hit, err := c.semanticLookup(ctx, st, v, chat, partID, set, streaming, afford)
-		if err != nil || !hit {
-			return 0, false, err
-		}
-		e = v.Entry
 	}
 	v.Status, v.Entry, v.Store = "hit", e, false
 	return set.HitPriceNanoEUR, true, nil
+}
+
+// coalesce joins an exact miss to the fill of its key ([cache.Flights]):
+// the first call to miss it leads (v.Flight: its store lands it); an
+// identical call that misses while the leader runs waits for it, for as
+// long as its own context lasts, and is answered by what the leader
+// stored (the entry, decoded into v, and true). A call that would not
+// store (Cache-Control: no-store) neither leads nor waits.
+func (c *Core) coalesce(ctx context.Context, st *call.State, v *call.CacheVerdict, streaming bool) (*cache.Entry, bool) {
+	if !v.Store {
+		return nil, false
+	}
+	f, leader := c.flights.Join(v.Key)
+	if leader {
+		v.Flight = f
+		return nil, false
+	}
+	if f == nil {
+		return nil, false
+	}
+	e, ok := f.Wait(ctx)
+	if !ok || !c.decodeEntry(ctx, st, v, e, streaming) {
+		return nil, false
+	}
+	return e, true
 }
 
 // decodeEntry decodes e for this call's mode into v: Answer for a unary
@@ -374,7 +410,8 @@ func (c *Core) storeStream(st *call.State, ss flexwayv1.ChatService_StreamChatCo
 	now := time.Now()
 	e := &cache.Entry{Key: v.Key, Mode: cache.ModeStream, Model: model, FinishReason: last, Stored: now, Expires: now.Add(v.TTL),
 		Usage: cache.Usage{InputTokens: o.InputTokens, OutputTokens: o.OutputTokens, CacheReadTokens: o.CacheReadTokens, CacheWriteTokens: o.CacheWriteTokens}}
-	chunks, store := t.chunks, c.opts.Cache.Store
+	chunks, store, f := t.chunks, c.opts.Cache.Store, v.Flight
+	v.Flight = nil // the goroutine lands it
 	go func() {
 		e.Chunks = make([][]byte, len(chunks))
 		for i, ch := range chunks {
@@ -382,6 +419,7 @@ func (c *Core) storeStream(st *call.State, ss flexwayv1.ChatService_StreamChatCo
 		}
 		store.Set(e, v.TTL)
 		c.indexStored(v)
+		f.Land(e)
 	}()
 }
 
@@ -419,6 +457,8 @@ func (c *Core) storeJSON(st *call.State, resp *flexwayv1.ChatCompletion) {
 		Usage: cache.Usage{InputTokens: o.InputTokens, OutputTokens: o.OutputTokens, CacheReadTokens: o.CacheReadTokens, CacheWriteTokens: o.CacheWriteTokens}}
 	c.opts.Cache.Store.Set(e, v.TTL)
 	c.indexStored(v)
+	v.Flight.Land(e)
+	v.Flight = nil
 }
 
 // answerRedacted reports whether a response guardrail redacted or

@@ -3,8 +3,10 @@ package server
 import (
 	"context"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
@@ -13,6 +15,7 @@ import (
 	"github.com/flexway/flexway/server/cache"
 	"github.com/flexway/flexway/server/cache/semantic"
 	"github.com/flexway/flexway/server/call"
+	"github.com/flexway/flexway/server/faults"
 	"github.com/flexway/flexway/server/openaiwire"
 )
 
@@ -22,48 +25,61 @@ import (
 const HeaderCacheSimilarity = "flexway-cache-similarity"
 
 // vectors is the semantic index of this process, made at the first
-// embedding (its dimension is the embedding model's).
+// embedding at its dimension (the embedding model's), and made anew when
+// an embedding of another dimension arrives (another model: the stored
+// vectors cannot be compared with its).
 type vectors struct {
 	mu  sync.Mutex // held while the index is made
 	idx atomic.Pointer[semantic.Index]
-	// mismatch is set once an embedding of another dimension was logged.
-	mismatch atomic.Bool
+	// logged is when a change of dimension was last logged (Unix
+	// seconds): at most once a minute.
+	logged atomic.Int64
 }
 
-// vectorIndex returns the index for vectors of dims, made at the first
-// call; nil when dims differs from the first embedding's (another
-// model).
+// vectorIndex returns the index for the question vectors of dims, made
+// at the first call and made anew, empty, when dims differs from the
+// index's; nil when dims is 0 or no index of dims can be made.
 func (c *Core) vectorIndex(dims int) *semantic.Index {
-	idx := c.vectors.idx.Load()
-	if idx == nil {
-		c.vectors.mu.Lock()
-		if idx = c.vectors.idx.Load(); idx == nil {
-			maxBytes := c.opts.Cache.VectorBytes
-			if maxBytes <= 0 {
-				maxBytes = 64 << 20
-			}
-			var err error
-			if idx, err = semantic.New(semantic.Options{Dims: dims, MaxBytes: maxBytes}); err != nil {
-				c.vectors.mu.Unlock()
-				return nil // dims 0: an empty embedding
-			}
-			c.vectors.idx.Store(idx)
-		}
-		c.vectors.mu.Unlock()
+	if idx := c.vectors.idx.Load(); idx != nil && idx.Dims() == dims {
+		return idx
 	}
-	if idx.Dims() != dims {
-		if !c.vectors.mismatch.Swap(true) {
-			c.log.Warn("response cache: an embedding of another dimension than the semantic index's; semantic lookups miss until restart",
-				"index_dims", idx.Dims(), "dims", dims)
-		}
-		return nil
+	c.vectors.mu.Lock()
+	defer c.vectors.mu.Unlock()
+	old := c.vectors.idx.Load()
+	if old != nil && old.Dims() == dims {
+		return old
 	}
+	maxBytes := c.opts.Cache.VectorBytes
+	if maxBytes <= 0 {
+		maxBytes = 64 << 20
+	}
+	idx, err := semantic.New(semantic.Options{Dims: dims, MaxBytes: maxBytes})
+	if err != nil {
+		return nil // dims 0: an empty embedding
+	}
+	if old != nil {
+		if now := time.Now().Unix(); now-c.vectors.logged.Swap(now) >= 60 {
+			c.log.Warn("response cache: the embeddings backend changed dimension; the semantic index starts anew (its questions are still found exactly)",
+				"index_dims", old.Dims(), "dims", dims)
+		}
+	}
+	c.vectors.idx.Store(idx)
 	return idx
+}
+
+// currentIndex returns the semantic index when its dimension is dims,
+// nil otherwise (a vector embedded before the index changed dimension).
+func (c *Core) currentIndex(dims int) *semantic.Index {
+	if idx := c.vectors.idx.Load(); idx != nil && idx.Dims() == dims {
+		return idx
+	}
+	return nil
 }
 
 // SweepCache frees the semantic index's expired vectors; the gateway
 // calls it on a ticker. It returns how many it freed.
 func (c *Core) SweepCache() int {
+	c.flights.Sweep()
 	if idx := c.vectors.idx.Load(); idx != nil {
 		return idx.Sweep()
 	}
@@ -77,8 +93,9 @@ func (c *Core) SweepCache() int {
 // content) answers when its cosine similarity is at least the policy's
 // threshold, or the request's Flexway-Cache-Similarity when higher. On a
 // miss the verdict keeps the vector, for the store to index. A request
-// with no text last user message, an embedding that fails, or an index
-// of another dimension is a miss. afford (the meter's reservation of the
+// with no text last user message, or an embedding that fails, is a
+// miss; an embedding of another dimension than the index's makes the
+// index anew ([Core.vectorIndex]). afford (the meter's reservation of the
 // call's estimate) runs before the embedding, so that a call its budget
 // refuses spends nothing: its error is returned.
 func (c *Core) semanticLookup(ctx context.Context, st *call.State, v *call.CacheVerdict, chat *flexwayv1.CreateChatCompletionRequest,
@@ -130,16 +147,31 @@ func (c *Core) semanticLookup(ctx context.Context, st *call.State, v *call.Cache
 }
 
 // threshold is the similarity a semantic hit needs: the policy's, or the
-// request's Flexway-Cache-Similarity when it is a number in (0, 1] above
-// it (a caller may raise the bar, never lower it).
+// request's Flexway-Cache-Similarity when above it (a caller may raise
+// the bar, never lower it). [checkSimilarityHeader] has refused a value
+// that is not a number in (0, 1].
 func threshold(ctx context.Context, policy float64) float64 {
 	md, _ := metadata.FromIncomingContext(ctx)
 	for _, s := range md.Get(HeaderCacheSimilarity) {
-		if f, err := strconv.ParseFloat(s, 64); err == nil && f > policy && f <= 1 {
+		if f, err := strconv.ParseFloat(strings.TrimSpace(s), 64); err == nil && f > policy && f <= 1 {
 			policy = f
 		}
 	}
 	return policy
+}
+
+// checkSimilarityHeader refuses, with faults.InvalidRequest, a request
+// whose Flexway-Cache-Similarity is not a number in (0, 1]: a caller
+// that meant to raise the bar is told, rather than answered at the
+// policy's.
+func checkSimilarityHeader(ctx context.Context) error {
+	md, _ := metadata.FromIncomingContext(ctx)
+	for _, s := range md.Get(HeaderCacheSimilarity) {
+		if f, err := strconv.ParseFloat(strings.TrimSpace(s), 64); err != nil || !(f > 0 && f <= 1) {
+			return faults.New(faults.InvalidRequest, "Flexway-Cache-Similarity must be a number in (0, 1], got %.32q", s)
+		}
+	}
+	return nil
 }
 
 // indexStored adds a stored entry's question vector to the semantic
@@ -148,7 +180,7 @@ func (c *Core) indexStored(v *call.CacheVerdict) {
 	if v.Vector == nil {
 		return
 	}
-	if idx := c.vectorIndex(len(v.Vector)); idx != nil {
+	if idx := c.currentIndex(len(v.Vector)); idx != nil {
 		_ = idx.Add(v.Index, v.Key.Key(), v.Vector, v.TTL) // full: not indexed, still found exactly
 	}
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -26,11 +27,16 @@ type countingBackend struct {
 	calls  atomic.Int32
 	answer string
 	finish string
+	// gate, when set, holds every call until it is closed.
+	gate chan struct{}
 }
 
 func (b *countingBackend) Name() string { return "main" }
 func (b *countingBackend) CreateChatCompletion(_ context.Context, req *flexwayv1.CreateChatCompletionRequest) (*flexwayv1.ChatCompletion, backends.Served, error) {
 	b.calls.Add(1)
+	if b.gate != nil {
+		<-b.gate
+	}
 	return &flexwayv1.ChatCompletion{Id: "chatcmpl-up", Object: "chat.completion", Model: "sample-1", Choices: []*flexwayv1.ChatCompletionChoice{{
 		Message: &flexwayv1.ChatMessage{Role: "assistant", Content: &flexwayv1.ChatMessage_Text{Text: b.answer}}, FinishReason: proto.String(b.finish)}},
 		Usage: &flexwayv1.Usage{PromptTokens: 12, CompletionTokens: 30, TotalTokens: 42}}, backends.Served{Backend: "main", ModelSent: "sample-1"}, nil
@@ -54,7 +60,9 @@ func cachedCall(t *testing.T, c *Core, tenant string, st *call.State, req *flexw
 	if md != nil {
 		ctx = metadata.NewIncomingContext(ctx, md)
 	}
-	if _, _, err := c.CacheLookup(ctx, st, req, func() error { return nil }); err != nil {
+	_, _, err := c.CacheLookup(ctx, st, req, func() error { return nil })
+	defer st.Cache.End() // as the budget interceptor does
+	if err != nil {
 		return nil, st, err
 	}
 	resp, err := c.CreateChatCompletion(ctx, proto.Clone(req).(*flexwayv1.CreateChatCompletionRequest))
@@ -268,5 +276,113 @@ func TestCacheIncludeSensitive(t *testing.T) {
 	internal = false
 	if s := status(sensitive()); s != "bypass" {
 		t.Errorf("sensitive on an external backend: %s, want bypass", s)
+	}
+}
+
+// TestCacheCoalescesConcurrentMisses: 40 identical questions sent while
+// the first is still upstream cost one upstream call; the other 39 wait
+// for it and are hits with its answer (the seventh attack pass saw 101 of
+// 200 go upstream). When the leader's answer is not storable (a length
+// stop) its followers go upstream themselves, and the next burst of that
+// question is not made to wait.
+func TestCacheCoalescesConcurrentMisses(t *testing.T) {
+	q := &flexwayv1.CreateChatCompletionRequest{Model: "fast", Messages: []*flexwayv1.ChatMessage{{Role: "user", Content: &flexwayv1.ChatMessage_Text{Text: "What are your opening hours?"}}}}
+	burst := func(c *Core, b *countingBackend, n int) (hits int, texts map[string]int) {
+		t.Helper()
+		type result struct {
+			status, text string
+			err          error
+		}
+		out := make(chan result, n)
+		for range n {
+			go func() {
+				resp, st, err := cachedCall(t, c, "acme", nil, q, nil)
+				out <- result{st.Cache.Status, resp.GetChoices()[0].GetMessage().GetText(), err}
+			}()
+		}
+		// every call has either reached the backend or joined the
+		// leader's fill by the time the gate opens
+		for deadline := time.Now().Add(5 * time.Second); b.calls.Load() == 0 && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
+		time.Sleep(300 * time.Millisecond)
+		close(b.gate)
+		texts = map[string]int{}
+		for range n {
+			r := <-out
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
+			if r.status == "hit" {
+				hits++
+			}
+			texts[r.text]++
+		}
+		return hits, texts
+	}
+	b := &countingBackend{answer: "Nine to five.", finish: "stop", gate: make(chan struct{})}
+	c := cacheCore(t, b, &CacheSetting{Mode: "exact", TTL: time.Hour})
+	hits, texts := burst(c, b, 40)
+	if b.calls.Load() != 1 || hits != 39 || texts["Nine to five."] != 40 {
+		t.Errorf("40 identical concurrent questions: %d upstream calls, %d hits, answers %v; want 1 call, 39 hits", b.calls.Load(), hits, texts)
+	}
+
+	cut := &countingBackend{answer: "Nine", finish: "length", gate: make(chan struct{})}
+	c = cacheCore(t, cut, &CacheSetting{Mode: "exact", TTL: time.Hour})
+	if hits, _ := burst(c, cut, 10); cut.calls.Load() != 10 || hits != 0 {
+		t.Errorf("an answer that is not stored: %d upstream calls, %d hits; want all 10 upstream", cut.calls.Load(), hits)
+	}
+	f, leader := c.flights.Join(cache.MakeStoreKey(cache.PartitionID{}, cache.Key{}))
+	if !leader || f == nil {
+		t.Fatalf("an unrelated key: leader %v", leader)
+	}
+	f.Abandon()
+}
+
+// TestCacheSemanticNewDimension: when the embeddings backend starts
+// answering vectors of another dimension (its model changed), the
+// semantic index starts anew at it, logged once, and variants hit again;
+// before, every semantic lookup missed until restart, each paying an
+// embedding.
+func TestCacheSemanticNewDimension(t *testing.T) {
+	b := &countingBackend{answer: "From the login page.", finish: "stop"}
+	var logs strings.Builder
+	var dims atomic.Int32
+	dims.Store(3)
+	c := New(Options{Backends: map[string]backends.Backend{"main": b}, Logger: slog.New(slog.NewTextHandler(&logs, nil)), Cache: &CacheOptions{
+		Store: memoryStore(t, 1<<20),
+		Setting: func(*call.State) *CacheSetting {
+			return &CacheSetting{Mode: "semantic", Similarity: 0.9, TTL: time.Hour}
+		},
+		Internal: func(string) bool { return false },
+		Embed: func(_ context.Context, _ *call.State, text string) ([]float32, error) {
+			v := make([]float32, dims.Load())
+			v[0] = 1 // every question means the same here
+			return v, nil
+		},
+	}})
+	q := func(text string) *flexwayv1.CreateChatCompletionRequest {
+		return &flexwayv1.CreateChatCompletionRequest{Model: "fast", Messages: []*flexwayv1.ChatMessage{{Role: "user", Content: &flexwayv1.ChatMessage_Text{Text: text}}}}
+	}
+	steps := []struct {
+		dims       int32
+		text, want string
+		calls      int32
+	}{
+		{3, "How do I reset my password?", "miss", 1},
+		{3, "How can I reset my password?", "hit", 1},
+		{4, "How might I reset my password?", "miss", 2}, // the index starts anew
+		{4, "Where do I reset my password?", "hit", 2},
+		{3, "Please, how do I reset my password?", "miss", 3}, // and back
+	}
+	for _, s := range steps {
+		dims.Store(s.dims)
+		_, st, err := cachedCall(t, c, "acme", nil, q(s.text), nil)
+		if err != nil || st.Cache.Status != s.want || b.calls.Load() != s.calls {
+			t.Errorf("%d dims, %q: %v, %s, %d upstream calls; want %s, %d", s.dims, s.text, err, st.Cache.Status, b.calls.Load(), s.want, s.calls)
+		}
+	}
+	if n := strings.Count(logs.String(), "changed dimension"); n != 1 {
+		t.Errorf("%d log lines of a change of dimension, want 1 (at most one a minute):\n%s", n, logs.String())
 	}
 }

@@ -65,6 +65,7 @@ func UnaryServerInterceptor(m Meter) grpc.UnaryServerInterceptor {
 			return handler(ctx, req)
 		}
 		res, err := m.Reserve(ctx, st, req)
+		defer st.Cache.End() // after the store: a fill not landed by now never will be
 		if md := header(st, res.Rate(), err); md != nil {
 			_ = grpc.SetHeader(ctx, md)
 		}
@@ -104,6 +105,7 @@ func StreamServerInterceptor(m Meter) grpc.StreamServerInterceptor {
 			return herr
 		}
 		ms := &stream{ServerStream: ss, m: m, st: st}
+		defer func() { st.Cache.End() }() // st.Cache is set when the request is read
 		err = handler(srv, ms)
 		ms.res.Settle(ctx)
 		return err

@@ -130,6 +130,20 @@ type CacheVerdict struct {
 	Vector []float32
 	// Similarity is a semantic hit's cosine similarity, 0 otherwise.
 	Similarity float32
+	// Flight, on a miss that leads the fill of Key, is what the identical
+	// calls that miss while it runs wait for ([cache.Flights]): the store
+	// lands it with the stored entry, [CacheVerdict.End] abandons it.
+	Flight *cache.Flight
+}
+
+// End ends the call's fill when its answer was not stored: the calls
+// waiting for it go upstream themselves. The budget interceptor calls it
+// once the call has ended, whatever its end; nil-safe, and a no-op after
+// the store landed the fill.
+func (v *CacheVerdict) End() {
+	if v != nil && v.Flight != nil {
+		v.Flight.Abandon()
+	}
 }
 
 // GuardrailVerdict is one guardrail rule's finding on a call, for the
