@@ -81,13 +81,20 @@ func pinEmbeddings(cfg *config.Config, resolver func(context.Context, *call.Stat
 	}
 }
 
+// embedBudget bounds the response cache's own embeddings call: a slower
+// embedder makes the lookup a miss rather than slowing every semantic
+// miss by its latency (embeddings of one question take tens of
+// milliseconds at the providers).
+const embedBudget = time.Second
+
 // embed is the core's [server.CacheOptions.Embed]: the caller's own
 // embeddings call of text, through the gateway's chain on the in-process
 // channel with the caller's metadata (its key, its sensitivity and relay
 // headers), so that identity, budget, audit and metrics hold for it as
-// for a /v1/embeddings call; bounded by the embeddings backend's timeout
-// and the caller's context. A sensitive question is never sent to an
-// external embeddings backend.
+// for a /v1/embeddings call; bounded by [embedBudget] (or the embeddings
+// backend's timeout when shorter) and cancelled with the caller's
+// context. A sensitive question is never sent to an external embeddings
+// backend.
 func (rc *responseCache) embed(cfg *config.Config) func(context.Context, *call.State, string) ([]float32, error) {
 	name := cfg.AI.Cache.EmbeddingsBackend
 	if name == "" {
@@ -103,7 +110,9 @@ func (rc *responseCache) embed(cfg *config.Config) func(context.Context, *call.S
 			return nil, errors.New("a sensitive question is not sent to an external embeddings backend")
 		}
 		md, _ := metadata.FromIncomingContext(ctx)
-		ectx, cancel := context.WithTimeout(context.WithValue(context.Background(), embedCall{}, name), b.Timeout.Std())
+		// not ctx itself: the in-process call is a call of its own, with
+		// a state of its own; it ends with ctx
+		ectx, cancel := context.WithTimeout(context.WithValue(context.Background(), embedCall{}, name), min(embedBudget, b.Timeout.Std()))
 		defer cancel()
 		defer context.AfterFunc(ctx, cancel)()
 		ectx = metadata.NewOutgoingContext(ectx, md.Copy())

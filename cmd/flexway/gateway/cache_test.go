@@ -354,7 +354,8 @@ func semanticConfig(url, extra string) string {
 // words, other case and punctuation) answers from the cache with
 // Flexway-Cache-Similarity, after one embeddings call charged and audited
 // as the caller's; a caller raising the threshold above the match
-// misses; another tenant misses; another question misses.
+// misses; a threshold that is not a number in (0, 1] is a 400 in
+// OpenAI's envelope; another tenant misses; another question misses.
 func TestResponseCacheSemantic(t *testing.T) {
 	up, chats, embeds := wordsUpstream(t)
 	cfg := load(t, semanticConfig(up.URL, ""))
@@ -402,6 +403,16 @@ func TestResponseCacheSemantic(t *testing.T) {
 	}
 	if v, _ = ask(testKey, "What are your opening hours?", "Flexway-Cache-Similarity", "0.1"); v != "hit" {
 		t.Errorf("threshold 'lowered' to 0.1, exact question: %q, want hit", v)
+	}
+	before := chats.Load()
+	for _, bad := range []string{"high", "1.5", "0", "NaN"} {
+		status, _, body := cachePost(t, srv.URL, testKey, `{"model":"m","messages":[{"role":"user","content":"What are your opening hours?"}]}`, "Flexway-Cache-Similarity", bad)
+		if status != http.StatusBadRequest || !strings.Contains(body, `"type":"invalid_request_error"`) || !strings.Contains(body, "Flexway-Cache-Similarity must be a number in (0, 1]") {
+			t.Errorf("Flexway-Cache-Similarity %q: %d %s; want 400 invalid_request_error", bad, status, body)
+		}
+	}
+	if chats.Load() != before {
+		t.Errorf("a refused similarity went upstream")
 	}
 	if v, _ = ask(upstreamToken, "what are your OPENING hours"); v != "miss" {
 		t.Errorf("another tenant: %q, want miss", v)
@@ -514,5 +525,98 @@ func TestSemanticRefusedSpendsNothing(t *testing.T) {
 		if l.Operation == "ai.embeddings" || l.CostEUR != "0.000000000" {
 			t.Errorf("line %+v; want only the refused chat, charged nothing", l)
 		}
+	}
+}
+
+// TestSemanticSlowEmbedder: an embeddings backend slower than the
+// cache's budget (1 s) makes the lookup a miss, and the call goes
+// upstream after at most that budget, rather than waiting out the
+// backend's own timeout (60 s) on every semantic miss.
+func TestSemanticSlowEmbedder(t *testing.T) {
+	var chats atomic.Int64
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		if r.URL.Path == "/v1/embeddings" {
+			select {
+			case <-time.After(10 * time.Second):
+			case <-r.Context().Done():
+			}
+			return
+		}
+		chats.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, completion)
+	}))
+	defer up.Close()
+	g, err := gateway.New(gateway.Options{Config: load(t, semanticConfig(up.URL, ""))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	srv := httptest.NewServer(g.Handler())
+	defer srv.Close()
+	start := time.Now()
+	status, verdict, body := cachePost(t, srv.URL, testKey, `{"model":"m","messages":[{"role":"user","content":"What are your opening hours?"}]}`)
+	took := time.Since(start)
+	if status != 200 || verdict != "miss" || chats.Load() != 1 {
+		t.Fatalf("%d %q %s, %d chats; want a miss answered upstream", status, verdict, body, chats.Load())
+	}
+	if took < 900*time.Millisecond || took > 3*time.Second {
+		t.Errorf("the call took %v; want the embedding budget (1 s) and the upstream call", took)
+	}
+}
+
+// TestResponseCacheCoalesces: 30 identical questions sent at once, half
+// streaming and half JSON, while the first is still being answered, cost
+// one upstream call (the seventh attack pass saw 101 of 200 go
+// upstream): the others wait for it and are hits, each in its own mode.
+func TestResponseCacheCoalesces(t *testing.T) {
+	stream, n := streamUpstream(t)
+	gate, arrived := make(chan struct{}), make(chan struct{}, 64)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		<-gate
+		stream.Config.Handler.ServeHTTP(w, r)
+	}))
+	defer up.Close()
+	g, err := gateway.New(gateway.Options{Config: load(t, cacheConfig(up.URL))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	srv := httptest.NewServer(g.Handler())
+	defer srv.Close()
+	type result struct {
+		status        int
+		verdict, body string
+		streamed      bool
+	}
+	out := make(chan result, 30)
+	for i := range 30 {
+		go func() {
+			streamed := i%2 == 1
+			body := `{"model":"m","messages":[{"role":"user","content":"Do you ship abroad?"}]` + map[bool]string{true: `,"stream":true}`, false: `}`}[streamed]
+			status, verdict, b := cachePost(t, srv.URL, testKey, body)
+			out <- result{status, verdict, b, streamed}
+		}()
+	}
+	<-arrived
+	time.Sleep(300 * time.Millisecond) // the others have joined by now
+	close(gate)
+	hits := 0
+	for range 30 {
+		r := <-out
+		if r.status != 200 {
+			t.Fatalf("status %d: %s", r.status, r.body)
+		}
+		if r.verdict == "hit" {
+			hits++
+		}
+		if r.streamed && !strings.HasSuffix(strings.TrimSpace(r.body), "data: [DONE]") || !r.streamed && !strings.Contains(r.body, `"object":"chat.completion"`) {
+			t.Errorf("a %s caller got %s", map[bool]string{true: "streaming", false: "JSON"}[r.streamed], r.body)
+		}
+	}
+	if n.Load() != 1 || hits != 29 {
+		t.Errorf("30 identical concurrent questions: %d upstream calls, %d hits; want 1 and 29", n.Load(), hits)
 	}
 }
