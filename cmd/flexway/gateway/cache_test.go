@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/flexway/flexway/cmd/flexway/gateway"
+	"github.com/flexway/flexway/internal/redistest"
 	"github.com/flexway/flexway/server/auditlog"
 	"github.com/flexway/flexway/server/config"
 )
@@ -618,5 +619,47 @@ func TestResponseCacheCoalesces(t *testing.T) {
 	}
 	if n.Load() != 1 || hits != 29 {
 		t.Errorf("30 identical concurrent questions: %d upstream calls, %d hits; want 1 and 29", n.Load(), hits)
+	}
+}
+
+// TestResponseCacheRedisReplicas: with store redis, two gateways (two
+// replicas) over one Redis share exact entries: the second replica
+// answers the first's question from the cache, with no upstream call;
+// with Redis killed, both still answer (a miss, upstream), never an
+// error.
+func TestResponseCacheRedisReplicas(t *testing.T) {
+	addr, kill := redistest.Start(t)
+	up := newUpstream(t)
+	yaml := strings.Replace(cacheConfig(up.URL), "  cache: {max_bytes: 1MiB}", "  cache: {max_bytes: 1MiB, store: redis, url: redis://"+addr+"/0}", 1)
+	replica := func() *httptest.Server {
+		g, err := gateway.New(gateway.Options{Config: load(t, yaml)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(g.Handler())
+		t.Cleanup(func() { srv.Close(); g.Close() })
+		return srv
+	}
+	a, b := replica(), replica()
+	q := `{"model":"m","messages":[{"role":"user","content":"Where is my order?"}]}`
+	if status, v, body := cachePost(t, a.URL, testKey, q); status != 200 || v != "miss" {
+		t.Fatalf("replica a: %d %q %s", status, v, body)
+	}
+	var v string
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		// no-store: a miss here must not fill b's own memory
+		if _, v, _ = cachePost(t, b.URL, testKey, q, "Cache-Control", "no-store"); v == "hit" {
+			break
+		}
+	}
+	if v != "hit" || len(up.calls()) != 1 {
+		t.Fatalf("replica b: %q after %d upstream calls; want a hit of a's entry, one call", v, len(up.calls()))
+	}
+	kill()
+	for _, srv := range []*httptest.Server{a, b} {
+		status, v, body := cachePost(t, srv.URL, testKey, `{"model":"m","messages":[{"role":"user","content":"Can I change my address?"}]}`)
+		if status != 200 || v != "miss" || !strings.Contains(body, "Hello from upstream") {
+			t.Errorf("Redis down: %d %q %s; want a miss answered upstream", status, v, body)
+		}
 	}
 }

@@ -1,6 +1,6 @@
-// Package redistest starts a real redis-server for the response cache's
-// tests (redis-server is what .ci/run installs): on a free loopback port,
-// without persistence, killed when the test ends.
+// Package redistest starts a real redis-server for tests (redis-server
+// is what .ci/run installs): on a free loopback port, without
+// persistence, killed when the test ends.
 package redistest
 
 import (
