@@ -21,6 +21,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flexway/flexway/cmd/flexway/gateway"
+	"github.com/flexway/flexway/internal/redistest"
 	"github.com/flexway/flexway/server/ledger"
 )
 
@@ -145,25 +146,11 @@ func testRedis(t *testing.T, db int) string {
 	return u
 }
 
-// redisBin is redis-server's path; without it the test is skipped, unless
-// FLEXWAY_REQUIRE_REDIS=1.
-func redisBin(t *testing.T) string {
-	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		if os.Getenv("FLEXWAY_REQUIRE_REDIS") == "1" {
-			t.Fatal("redis-server is not installed and FLEXWAY_REQUIRE_REDIS=1")
-		}
-		t.Skip("redis-server is not installed (FLEXWAY_REQUIRE_REDIS=1 makes this a failure)")
-	}
-	return bin
-}
-
 // startRedis starts a redis-server on a free loopback port, without
 // persistence, stopped when the test ends.
 func startRedis(t *testing.T) string {
 	t.Helper()
-	bin := redisBin(t)
+	bin := redistest.Bin(t)
 	addr := freePort(t)
 	_, port, _ := net.SplitHostPort(addr)
 	var out bytes.Buffer

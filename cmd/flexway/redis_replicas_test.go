@@ -21,6 +21,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flexway/flexway/internal/redistest"
 	"github.com/flexway/flexway/server/ledger"
 )
 
@@ -50,7 +51,7 @@ type ownRedis struct {
 
 func startOwnRedis(t *testing.T, args ...string) *ownRedis {
 	t.Helper()
-	r := &ownRedis{bin: redisBin(t), dir: t.TempDir(), addr: freePort(t), args: args}
+	r := &ownRedis{bin: redistest.Bin(t), dir: t.TempDir(), addr: freePort(t), args: args}
 	t.Cleanup(r.kill)
 	r.start(t)
 	return r

@@ -14,20 +14,28 @@ import (
 	"time"
 )
 
-// Start starts a redis-server on a free loopback port, killed in
-// t.Cleanup; skipped without redis-server (failed with
-// FLEXWAY_REQUIRE_REDIS=1), as the ledger's tests do.
-func Start(t testing.TB) (addr string, kill func()) {
+// Bin is redis-server's path; without it the test is skipped, unless
+// FLEXWAY_REQUIRE_REDIS=1, which fails it.
+func Bin(t testing.TB) string {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		if os.Getenv("FLEXWAY_REQUIRE_REDIS") == "1" {
 			t.Fatal("redis-server not on PATH and FLEXWAY_REQUIRE_REDIS=1")
 		}
-		t.Skip("redis-server not on PATH")
+		t.Skip("redis-server not on PATH (FLEXWAY_REQUIRE_REDIS=1 makes this a failure)")
 	}
+	return bin
+}
+
+// Start starts a redis-server on a free loopback port, killed in
+// t.Cleanup; skipped without redis-server ([Bin]). It returns the
+// server's host:port and a kill that stops it at once (idempotent).
+func Start(t testing.TB) (addr string, kill func()) {
+	t.Helper()
+	bin := Bin(t)
 	for attempt := 0; attempt < 4; attempt++ {
-		port := freePort(t)
+		port := FreePort(t)
 		dir := t.TempDir()
 		cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
 			"--save", "", "--appendonly", "no", "--dir", dir, "--logfile", filepath.Join(dir, "redis.log"))
@@ -56,15 +64,18 @@ func Start(t testing.TB) (addr string, kill func()) {
 
 var portSeq atomic.Int32
 
-func freePort(t testing.TB) int {
+// FreePort finds a loopback port in 18500-18799 that was free a moment
+// ago (a caller that loses it to a race retries).
+func FreePort(t testing.TB) int {
+	t.Helper()
 	start := int(portSeq.Add(1)) + os.Getpid()
-	for i := 0; i < 100; i++ {
-		port := 18700 + (start+i)%100
+	for i := 0; i < 300; i++ {
+		port := 18500 + (start+i)%300
 		if ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port)); err == nil {
 			ln.Close()
 			return port
 		}
 	}
-	t.Fatal("no free port in 18700-18799")
+	t.Fatal("no free port in 18500-18799")
 	return 0
 }

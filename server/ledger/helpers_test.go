@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/flexway/flexway/internal/redistest"
 )
 
 // clock is an injectable, settable clock.
@@ -92,44 +94,11 @@ type redisServer struct {
 	cmd  *exec.Cmd
 }
 
-var redisPortSeq atomic.Int32
-
-// freePort finds a free loopback port in 18500-18599.
-func freePort(t testing.TB) int {
-	t.Helper()
-	start := int(redisPortSeq.Add(1)) + os.Getpid()
-	for i := 0; i < 100; i++ {
-		port := 18500 + (start+i)%100
-		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
-		if err != nil {
-			continue
-		}
-		ln.Close()
-		return port
-	}
-	t.Fatal("no free port in 18500-18599")
-	return 0
-}
-
-// redisBinary is redis-server's path; the test is skipped without it
-// (failed with FLEXWAY_REQUIRE_REDIS=1).
-func redisBinary(t testing.TB) string {
-	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		if os.Getenv("FLEXWAY_REQUIRE_REDIS") == "1" {
-			t.Fatal("redis-server not on PATH and FLEXWAY_REQUIRE_REDIS=1")
-		}
-		t.Skip("redis-server not on PATH (set FLEXWAY_REQUIRE_REDIS=1 to fail instead)")
-	}
-	return bin
-}
-
 func startRedis(t testing.TB) *redisServer {
 	t.Helper()
-	bin := redisBinary(t)
+	bin := redistest.Bin(t)
 	for attempt := 0; ; attempt++ {
-		port := freePort(t)
+		port := redistest.FreePort(t)
 		dir := t.TempDir()
 		cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
 			"--save", "", "--appendonly", "no", "--dir", dir, "--logfile", filepath.Join(dir, "redis.log"))

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/flexway/flexway/internal/redistest"
 )
 
 // persistentRedis is a redis-server with a data directory of its own,
@@ -26,7 +28,7 @@ type persistentRedis struct {
 // its own.
 func startPersistentRedis(t *testing.T, args ...string) *persistentRedis {
 	t.Helper()
-	p := &persistentRedis{redisServer: &redisServer{port: freePort(t)}, bin: redisBinary(t), dir: t.TempDir(), args: args}
+	p := &persistentRedis{redisServer: &redisServer{port: redistest.FreePort(t)}, bin: redistest.Bin(t), dir: t.TempDir(), args: args}
 	p.url = fmt.Sprintf("redis://127.0.0.1:%d/0", p.port)
 	t.Cleanup(func() { p.kill() })
 	p.start(t)

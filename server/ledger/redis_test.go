@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flexway/flexway/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -121,7 +122,7 @@ func TestRedisDown(t *testing.T) {
 }
 
 func TestRedisURLRedacted(t *testing.T) {
-	port := freePort(t) // nothing listens there
+	port := redistest.FreePort(t) // nothing listens there
 	for _, u := range []string{
 		"redis://flexway:s3cret-pw@127.0.0.1:notaport/0",
 		"redis://flexway:s3cret-pw@127.0.0.1:6379/notadb",

@@ -46,6 +46,19 @@ audit:
 `
 }
 
+// serveGateway serves a gateway of the configuration yaml over HTTP
+// until the test ends.
+func serveGateway(t *testing.T, yaml string) *httptest.Server {
+	t.Helper()
+	g, err := gateway.New(gateway.Options{Config: load(t, yaml)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(g.Handler())
+	t.Cleanup(func() { srv.Close(); g.Close() })
+	return srv
+}
+
 // cachePost posts a chat body with key and the extra headers, and
 // returns the answer's status, Flexway-Cache header and body.
 func cachePost(t *testing.T, url, key, body string, headers ...string) (int, string, string) {
@@ -224,13 +237,7 @@ func sseData(body string) []string {
 // entry a JSON call filled streams to a streaming caller.
 func TestResponseCacheStreams(t *testing.T) {
 	up, calls := streamUpstream(t)
-	g, err := gateway.New(gateway.Options{Config: load(t, cacheConfig(up.URL))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
-	srv := httptest.NewServer(g.Handler())
-	defer srv.Close()
+	srv := serveGateway(t, cacheConfig(up.URL))
 	const q = `"model":"m","messages":[{"role":"user","content":"Do you ship abroad?"}]`
 
 	_, verdict, first := cachePost(t, srv.URL, testKey, `{`+q+`,"stream":true}`)
@@ -549,13 +556,7 @@ func TestSemanticSlowEmbedder(t *testing.T) {
 		_, _ = io.WriteString(w, completion)
 	}))
 	defer up.Close()
-	g, err := gateway.New(gateway.Options{Config: load(t, semanticConfig(up.URL, ""))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
-	srv := httptest.NewServer(g.Handler())
-	defer srv.Close()
+	srv := serveGateway(t, semanticConfig(up.URL, ""))
 	start := time.Now()
 	status, verdict, body := cachePost(t, srv.URL, testKey, `{"model":"m","messages":[{"role":"user","content":"What are your opening hours?"}]}`)
 	took := time.Since(start)
@@ -580,13 +581,7 @@ func TestResponseCacheCoalesces(t *testing.T) {
 		stream.Config.Handler.ServeHTTP(w, r)
 	}))
 	defer up.Close()
-	g, err := gateway.New(gateway.Options{Config: load(t, cacheConfig(up.URL))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
-	srv := httptest.NewServer(g.Handler())
-	defer srv.Close()
+	srv := serveGateway(t, cacheConfig(up.URL))
 	type result struct {
 		status        int
 		verdict, body string
@@ -631,16 +626,7 @@ func TestResponseCacheRedisReplicas(t *testing.T) {
 	addr, kill := redistest.Start(t)
 	up := newUpstream(t)
 	yaml := strings.Replace(cacheConfig(up.URL), "  cache: {max_bytes: 1MiB}", "  cache: {max_bytes: 1MiB, store: redis, url: redis://"+addr+"/0}", 1)
-	replica := func() *httptest.Server {
-		g, err := gateway.New(gateway.Options{Config: load(t, yaml)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv := httptest.NewServer(g.Handler())
-		t.Cleanup(func() { srv.Close(); g.Close() })
-		return srv
-	}
-	a, b := replica(), replica()
+	a, b := serveGateway(t, yaml), serveGateway(t, yaml)
 	q := `{"model":"m","messages":[{"role":"user","content":"Where is my order?"}]}`
 	if status, v, body := cachePost(t, a.URL, testKey, q); status != 200 || v != "miss" {
 		t.Fatalf("replica a: %d %q %s", status, v, body)
