@@ -11,8 +11,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/flexway/flexway/server/cache"
 	"github.com/flexway/flexway/internal/redistest"
+	"github.com/flexway/flexway/server/cache"
 	"github.com/flexway/flexway/server/cache/memstore"
 	"github.com/flexway/flexway/server/cache/redisstore"
 	"github.com/flexway/flexway/server/cache/tiered"
