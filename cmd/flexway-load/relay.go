@@ -101,7 +101,8 @@ func closeWrite(c net.Conn) {
 	_ = c.Close()
 }
 
-// modeProc is this executable running in one of its modes (relay, hold).
+// modeProc is this executable running in one of its modes (relay, hold,
+// Go floor), or another server the harness started and dials (nginx).
 type modeProc struct {
 	*proc
 	addr string // where it listens, e.g. 127.0.0.1:1234
@@ -138,8 +139,8 @@ func startMode(ctx context.Context, dir, name string, timeout time.Duration, mod
 }
 
 // runMode runs this executable as the mode args[1] names, when it names
-// one (relayModeArg, holdModeArg), and does not return then; otherwise it
-// returns at once.
+// one (relayModeArg, holdModeArg, goproxyModeArg), and does not return
+// then; otherwise it returns at once.
 func runMode(args []string) {
 	if len(args) < 2 {
 		return
@@ -149,6 +150,8 @@ func runMode(args []string) {
 		relayMain(args[2:])
 	case holdModeArg:
 		holdMain(args[2:])
+	case goproxyModeArg:
+		goproxyMain(args[2:])
 	}
 }
 
