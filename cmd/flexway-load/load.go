@@ -22,14 +22,22 @@ const (
 	maxInFlight = 1024
 )
 
-// chatBody is the small non-streaming request sent on every path.
-var chatBody = []byte(`{"model":"` + sampleModel + `","messages":[{"role":"user","content":"Say hello to the benchmark."}],"max_tokens":32}`)
+// chatBody is the small non-streaming request sent on every path, for
+// model, with call (a sequence number shared by all paths) in its user
+// message: every call's message is unique, so that the pipeline path's
+// response cache never answers one, and every path sends the same bytes
+// but the model's name and the number.
+func chatBody(model string, call uint64) []byte {
+	return fmt.Appendf(nil, `{"model":%q,"messages":[{"role":"user","content":"Say hello to the benchmark, call %d."}],"max_tokens":32}`, model, call)
+}
 
-// path is one way to the upstream: direct to the sample, through Flexway,
-// or through the TCP relay. All get the same body and headers.
+// path is one way to the upstream (see pathNames). All get the same
+// bodies and headers, but the model the pipeline path asks for.
 type path struct {
-	name string // "direct", "flexway" or "relay"
-	url  string // the chat completions URL
+	name  string   // one of pathNames
+	url   string   // the chat completions URL
+	model string   // the model asked for in chat calls; "" is sampleModel
+	cpu   cpuMeter // the CPU time of the process in the middle; nil direct
 }
 
 // newClient returns an HTTP client with a keep-alive pool large enough for
@@ -48,8 +56,10 @@ func newClient(conns int) *http.Client {
 
 // load sends requests on every path with one client.
 type load struct {
-	client *http.Client
-	key    string // the bearer key, sent on every path
+	client    *http.Client
+	key       string        // the bearer key, sent on every path
+	calls     atomic.Uint64 // chat calls sent, numbering their messages
+	cacheHits atomic.Int64  // answers marked Flexway-Cache: hit
 }
 
 // newRequest builds a chat completion request for p.
@@ -64,11 +74,16 @@ func (l *load) newRequest(ctx context.Context, p path, body []byte) (*http.Reque
 }
 
 // chat sends one non-streaming request and reads the whole answer; any
-// status but 200 is an error.
+// status but 200 is an error. An answer from a response cache is counted
+// in cacheHits.
 func (l *load) chat(ctx context.Context, p path) error {
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
-	req, err := l.newRequest(ctx, p, chatBody)
+	model := p.model
+	if model == "" {
+		model = sampleModel
+	}
+	req, err := l.newRequest(ctx, p, chatBody(model, l.calls.Add(1)))
 	if err != nil {
 		return err
 	}
@@ -78,6 +93,9 @@ func (l *load) chat(ctx context.Context, p path) error {
 	}
 	_, err = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
+	if resp.Header.Get("Flexway-Cache") == "hit" {
+		l.cacheHits.Add(1)
+	}
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("%s: status %d", p.name, resp.StatusCode)
 	}

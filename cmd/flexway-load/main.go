@@ -25,7 +25,8 @@ const noFileWanted = 4 * openStreamCount
 // main wires SIGINT and SIGTERM to run's context: an interrupted run still
 // stops its children and removes its temporary directory. Started with
 // relayModeArg first, the binary is the relay path's TCP relay instead; with
-// holdModeArg first, the memory phase's bare net/http server.
+// holdModeArg first, the memory phase's bare net/http server; with
+// goproxyModeArg first, the Go floor.
 func main() {
 	runMode(os.Args)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -116,10 +117,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// measure starts the sample, the gateway and the relay, runs every phase,
-// and stops them; the memory phase starts and stops its own processes. A phase that fails is recorded in the report and the next
-// one runs; only a failure to start the processes, or an interrupt, ends it
-// early.
+// measure starts the sample and a process for every path in front of it
+// (the gateway, the pipeline gateway, the Go floor, nginx when it is
+// installed, the relay), runs every phase, and stops them; the memory
+// phase starts and stops its own processes. A phase that fails is recorded
+// in the report and the next one runs; only a failure to start the
+// processes, or an interrupt, ends it early.
 func (b *bench) measure(ctx context.Context, dir string) error {
 	smp, err := startSample(ctx, b.opts, dir, "sample", pacedChunkDelay, pacedChunks)
 	if err != nil {
@@ -132,16 +135,46 @@ func (b *bench) measure(ctx context.Context, dir string) error {
 		return err
 	}
 	defer gw.stop()
+	pl, err := startPipeline(ctx, b.opts, dir, "gateway-pipeline", smp.base, key)
+	if err != nil {
+		return err
+	}
+	defer pl.stop()
+	gp, err := startGoProxy(ctx, dir, "goproxy", smp.base)
+	if err != nil {
+		return err
+	}
+	defer gp.stop()
 	rly, err := startRelay(ctx, dir, "relay", hostPort(smp.base))
 	if err != nil {
 		return err
 	}
 	defer rly.stop()
+	// The middle processes whose exit during the run is a problem.
+	middles := []*proc{gw.proc, pl.proc, gp.proc, rly.proc}
 
+	b.hz = clockTicks()
 	b.load = &load{client: newClient(maxInFlight), key: key}
-	b.direct = path{name: "direct", url: smp.base + "/v1/chat/completions"}
-	b.flexway = path{name: "flexway", url: gw.base + "/v1/chat/completions"}
-	b.relay = path{name: "relay", url: "http://" + rly.addr + "/v1/chat/completions"}
+	const chat = "/v1/chat/completions"
+	b.paths[pathDirect] = &path{name: "direct", url: smp.base + chat}
+	b.paths[pathFlexway] = &path{name: "flexway", url: gw.base + chat, cpu: groupMeter(gw.proc)}
+	b.paths[pathPipeline] = &path{name: "pipeline", url: pl.base + chat, model: pipelineAlias, cpu: groupMeter(pl.proc)}
+	b.paths[pathGoFloor] = &path{name: "gofloor", url: "http://" + gp.addr + chat, cpu: groupMeter(gp.proc)}
+	b.paths[pathRelay] = &path{name: "relay", url: "http://" + rly.addr + chat, cpu: groupMeter(rly.proc)}
+	if bin, err := findNginx(); err != nil {
+		b.rep.NginxAbsent = err.Error()
+		b.logf("nginx absent: %v", err)
+	} else {
+		ng, err := startNginx(ctx, bin, dir, "nginx", hostPort(smp.base))
+		if err != nil {
+			return err
+		}
+		defer ng.stop()
+		middles = append(middles, ng.proc)
+		b.rep.Nginx = bin + " (" + nginxVersion(bin) + ")"
+		b.paths[pathNginx] = &path{name: "nginx", url: "http://" + ng.addr + chat, cpu: groupMeter(ng.proc)}
+	}
+
 	phases := []func(context.Context) error{b.concurrencyOne, b.fixedRateLoad, b.throughput, b.paced}
 	for _, phase := range phases {
 		if err := phase(ctx); err != nil {
@@ -152,24 +185,26 @@ func (b *bench) measure(ctx context.Context, dir string) error {
 			b.logf("phase failed: %v", err)
 		}
 	}
-	if gw.exited() {
-		b.rep.Problems = append(b.rep.Problems, "the gateway exited during the run: "+gw.logTail())
+	for _, p := range middles {
+		if p.exited() {
+			b.rep.Problems = append(b.rep.Problems, p.name+" exited during the run: "+p.logTail())
+		}
 	}
-	if rly.exited() {
-		b.rep.Problems = append(b.rep.Problems, "the relay exited during the run: "+rly.logTail())
+	b.rep.CacheHits = b.load.cacheHits.Load()
+	if b.rep.CacheHits > 0 {
+		b.rep.Problems = append(b.rep.Problems, fmt.Sprintf("%d answers came from the pipeline gateway's response cache, which every call should miss", b.rep.CacheHits))
 	}
-	// Free the CPUs and memory for the memory phase's fresh processes (a
-	// gateway and its sample, then the hold server); the relay has no part
-	// in it.
-	gw.stop()
-	rly.stop()
+	// Free the CPUs and memory for the memory phase's fresh processes.
+	for _, p := range middles {
+		p.stop()
+	}
 	smp.stop()
 	b.load.client.CloseIdleConnections()
 	b.rep.Audit = auditState(gw.audit)
 
-	// Flexway's memory first; then, with the gateway and its sample stopped,
-	// the bare net/http floor measured the same way.
-	for _, phase := range []func(context.Context, string) error{b.streamMemory, b.holdMemory} {
+	// Flexway's memory first; then, each alone, the Go floor's and the
+	// bare net/http server's, measured the same way.
+	for _, phase := range []func(context.Context, string) error{b.streamMemory, b.goFloorMemory, b.holdMemory} {
 		if err := phase(ctx, dir); err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()

@@ -42,11 +42,11 @@ func findNginx() (string, error) {
 // stays the harness's child, in the harness's process group for it.
 const nginxConfig = `# Written by flexway-load for one run; removed when the run ends.
 %[4]sworker_processes 1;
-worker_rlimit_nofile 16384;
+worker_rlimit_nofile 8192;
 pid %[1]s/nginx.pid;
 error_log %[1]s/error.log warn;
 events {
-    worker_connections 8192;
+    worker_connections 4096;
 }
 http {
     access_log %[1]s/access.log;

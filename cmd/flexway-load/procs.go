@@ -229,9 +229,114 @@ audit:
   hash_key: env:%[6]s
 `
 
-// startGateway writes a configuration for upstream into its own directory
+// pipelineAlias is the model the pipeline path asks for: the failover
+// alias of pipelineConfig.
+const pipelineAlias = "bench"
+
+// pipelineConfig is gatewayConfig with a realistic policy set on, for the
+// pipeline path: the alias pipelineAlias failing over from backend sample to
+// sample-spare (both the same flexway-sample), a pool of two keys on
+// backend sample (token files beside the configuration; the sample accepts
+// any bearer), and one policy for the harness's tenant with a governance
+// allowlist of the alias and both backends, per-minute caps far above what
+// any phase sends, pii and secrets guardrails on the prompt and the answer
+// (redact, deny, redact, redact: the harness's prompts and the sample's
+// answers hold nothing they match), and the exact response cache, which
+// every call misses because each call's user message is unique.
+const pipelineConfig = `# Written by flexway-load for one run; removed when the run ends.
+server:
+  http: %[1]s
+  grpc: %[2]s
+identity:
+  api_keys:
+    - name: load
+      key_sha256: %[3]s
+      tenant: load
+      agent: bench
+ai:
+  backend: sample
+  aliases:
+    %[7]s:
+      strategy: failover
+      targets:
+        - {backend: sample, model: %[5]s}
+        - {backend: sample-spare, model: %[5]s}
+  cache:
+    store: memory
+    max_bytes: 64MiB
+  backends:
+    sample:
+      url: %[4]s/v1
+      credentials:
+        strategy: round_robin
+        keys:
+          - {name: one, auth: {type: token_file, path: key-one}}
+          - {name: two, auth: {type: token_file, path: key-two}}
+      external: false
+      models: [%[5]s]
+      default_model: %[5]s
+      capabilities: [chat]
+    sample-spare:
+      url: %[4]s/v1
+      auth: {type: none}
+      external: false
+      models: [%[5]s]
+      default_model: %[5]s
+      capabilities: [chat]
+  policies:
+    - name: bench-pipeline
+      match: {tenant: load}
+      governance:
+        models: [%[7]s]
+        backends: [sample, sample-spare]
+      budget: {requests_per_minute: 100000000, tokens_per_minute: 10000000000}
+      guardrails:
+        prompt:
+          - {type: pii, action: redact}
+          - {type: secrets, action: deny}
+        response:
+          - {type: pii, action: redact}
+          - {type: secrets, action: redact}
+      cache: {mode: exact, ttl: 1h}
+audit:
+  path: audit.jsonl
+  hash_key: env:%[6]s
+`
+
+// pipelineKeyFiles are the token files of pipelineConfig's credential pool,
+// written beside it.
+var pipelineKeyFiles = []string{"key-one", "key-two"}
+
+// startGateway writes gatewayConfig for upstream into its own directory
 // under dir, starts `flexway serve` on it and waits for GET /readyz.
 func startGateway(ctx context.Context, o options, dir, name, upstream, key string) (*gateway, error) {
+	return startGatewayOn(ctx, o, dir, name, gatewayConfig, upstream, key)
+}
+
+// startPipeline is startGateway on pipelineConfig, with its key files.
+func startPipeline(ctx context.Context, o options, dir, name, upstream, key string) (*gateway, error) {
+	return startGatewayOn(ctx, o, dir, name, pipelineConfig, upstream, key)
+}
+
+// writeGatewayConfig writes config (gatewayConfig or pipelineConfig) for
+// upstream and key into gdir, with the pool's key files, and returns the
+// configuration's path. Both templates number their arguments, so that
+// gatewayConfig may leave the alias out (fmt checks no extra argument then).
+func writeGatewayConfig(gdir, config, httpAddr, grpcAddr, upstream, key string) (string, error) {
+	sum := sha256.Sum256([]byte(key))
+	cfg := fmt.Sprintf(config, httpAddr, grpcAddr, hex.EncodeToString(sum[:]), upstream, sampleModel, auditKeyEnv, pipelineAlias)
+	for _, f := range pipelineKeyFiles {
+		if err := os.WriteFile(filepath.Join(gdir, f), []byte("sk-sample-"+randomHex(8)+"\n"), 0o600); err != nil {
+			return "", err
+		}
+	}
+	path := filepath.Join(gdir, "flexway.yaml")
+	return path, os.WriteFile(path, []byte(cfg), 0o600)
+}
+
+// startGatewayOn writes config for upstream into its own directory under
+// dir, starts `flexway serve` on it and waits for GET /readyz.
+func startGatewayOn(ctx context.Context, o options, dir, name, config, upstream, key string) (*gateway, error) {
 	gdir := filepath.Join(dir, name)
 	if err := os.Mkdir(gdir, 0o700); err != nil {
 		return nil, err
@@ -244,10 +349,8 @@ func startGateway(ctx context.Context, o options, dir, name, upstream, key strin
 	if err != nil {
 		return nil, err
 	}
-	sum := sha256.Sum256([]byte(key))
-	cfg := fmt.Sprintf(gatewayConfig, httpAddr, grpcAddr, hex.EncodeToString(sum[:]), upstream, sampleModel, auditKeyEnv)
-	path := filepath.Join(gdir, "flexway.yaml")
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+	path, err := writeGatewayConfig(gdir, config, httpAddr, grpcAddr, upstream, key)
+	if err != nil {
 		return nil, err
 	}
 	env := append(os.Environ(), auditKeyEnv+"="+randomHex(16))

@@ -10,32 +10,36 @@ import (
 	"time"
 )
 
-// The targets the report checks.
+// The targets the report checks: issue 19's, ratios to the floors measured
+// in the same run (the Go floor, nginx), so that the shared machine's noise
+// cancels out. Latency figures are "added": a path's percentile minus the
+// direct path's.
 const (
-	targetAddedP50     = 150 * time.Microsecond // at fixedRate
-	targetAddedP99     = time.Millisecond       // at fixedRate
-	targetThroughput   = 0.5                    // flexway / direct
-	targetKiBPerStream = 30.0
+	// targetP50VsGoFloor bounds Flexway's added p50 (concurrency 1 and
+	// fixedRate) as a multiple of the Go floor's added p50.
+	targetP50VsGoFloor = 0.8
+	// targetVsNginx bounds Flexway's added p50 and CPU per request as a
+	// multiple of nginx's.
+	targetVsNginx = 3.0
+	// targetP99VsGoFloor bounds Flexway's added p99 at fixedRate.
+	targetP99VsGoFloor = 1.0
+	// targetP999VsGoFloor bounds Flexway's added p99.9 at fixedRate, over
+	// fixedDuration.
+	targetP999VsGoFloor = 1.5
+	// targetCPUVsGoFloor bounds Flexway's CPU per request (µs).
+	targetCPUVsGoFloor = 0.8
+	// targetThroughputVsGoFloor is the least Flexway's best rate under
+	// maxP99 may be, as a multiple of the Go floor's (req/s).
+	targetThroughputVsGoFloor = 1.25
+	// targetGapSlack is what Flexway's added gap between stream chunks may
+	// exceed the Go floor's by.
+	targetGapSlack = 50 * time.Microsecond
+	// targetKiBPerStream bounds Flexway's RSS per open stream, in KiB.
+	targetKiBPerStream = 24.0
+	// targetPipelineVsGoFloor bounds the pipeline row's added p50 as a
+	// multiple of the Go floor's added p50.
+	targetPipelineVsGoFloor = 1.0
 )
-
-// pair is one measurement on both paths.
-type pair struct {
-	Direct, Flexway dist
-}
-
-// AddedP50 is the p50 through Flexway minus the p50 direct.
-func (p pair) AddedP50() time.Duration { return p.Flexway.P50 - p.Direct.P50 }
-
-// AddedP99 is the p99 through Flexway minus the p99 direct.
-func (p pair) AddedP99() time.Duration { return p.Flexway.P99 - p.Direct.P99 }
-
-// openPair is an open-loop measurement on both paths.
-type openPair struct {
-	pair
-	Errors   [2]int     // direct, flexway
-	Achieved [2]float64 // answers/s, direct, flexway
-	Lag      dist       // the pacer's lateness, direct and flexway
-}
 
 // openOne is an open-loop measurement on one path.
 type openOne struct {
@@ -44,8 +48,7 @@ type openOne struct {
 	Achieved float64 // answers/s
 }
 
-// step is one rung of the throughput ladder, indexed by path (pathDirect,
-// pathFlexway, pathRelay).
+// step is one rung of the throughput ladder, indexed by path.
 type step struct {
 	Rate   float64
 	Ran    [numPaths]bool
@@ -66,7 +69,7 @@ func (s step) cell(i int) string {
 	return fmtDur(s.P99[i])
 }
 
-// memory is the memory phase's outcome.
+// memory is the memory phase's outcome for one server.
 type memory struct {
 	IdleKiB, OpenKiB int64
 	Streams          int
@@ -81,6 +84,8 @@ func (m memory) PerStream() float64 {
 }
 
 // report is everything one run measured and the context to read it in.
+// The per-path arrays are indexed by path (pathDirect, ...); a path that
+// did not run has zero values there.
 type report struct {
 	Started    time.Time
 	Scale      float64
@@ -91,31 +96,35 @@ type report struct {
 	Flexway    string // `flexway version`
 	GOMAXPROCS string
 	Audit      string
+	// Nginx is the nginx binary and version that ran; NginxAbsent, when
+	// not empty, says why there was none (and Nginx is empty).
+	Nginx, NginxAbsent string
 
-	C1    pair
-	Fixed openPair
-	// RelayC1 is the relay path at concurrency 1, measured in the same
-	// rounds as C1; its added figures are over C1.Direct.
-	RelayC1 dist
-	// RelayFixed is the relay path at fixedRate, taking turns with Fixed;
-	// its added figures are over Fixed.Direct.
-	RelayFixed openOne
-	Steps      []step
-	// Best is each path's best passing rate, indexed by path (pathDirect,
-	// pathFlexway, pathRelay); 0 when the first step failed.
+	C1 [numPaths]dist
+	// C1CPU is each middle process's CPU time over the concurrency-1
+	// phase and the requests it answered there.
+	C1CPU [numPaths]cpuUse
+	Fixed [numPaths]openOne
+	// FixedCPU is each middle process's CPU time in its own turns at
+	// fixedRate and the requests it answered in them.
+	FixedCPU [numPaths]cpuUse
+	Lag      dist // the pacer's lateness at fixedRate, every path
+	Steps    []step
+	// Best is each path's best passing rate (req/s); 0 when its first
+	// step failed or it did not climb.
 	Best [numPaths]float64
 	// Capped says, by path, that the path passed the ladder's top rate.
 	Capped [numPaths]bool
 
-	FirstByte    pair
-	FirstContent pair
-	Gaps         pair
-	Memory       *memory
-	// HoldMemory is the memory phase's floor: the same streams, opened and
-	// measured the same way, held by a bare net/http server with no upstream
-	// connection (holdModeArg). It is shown beside Memory and checks no
-	// target; nil when it was not measured.
-	HoldMemory *memory
+	FirstByte, FirstContent, Gaps [numPaths]dist
+
+	// Memory is Flexway's memory phase, GoFloorMemory the Go floor's (an
+	// upstream connection per stream too), HoldMemory the bare net/http
+	// server's (none); nil when not measured.
+	Memory, GoFloorMemory, HoldMemory *memory
+	// CacheHits counts the answers the pipeline gateway's response cache
+	// gave; every call should miss it.
+	CacheHits int64
 
 	Problems []string // phases that failed
 }
@@ -166,49 +175,27 @@ func loadAvg() string {
 	return strings.Join(f[:3], " ")
 }
 
+// nginxAbsent is the verdict's and the cells' note when nginx did not run
+// because it is not installed.
+const nginxAbsent = "absent"
+
 // check is one target and its verdict.
 type check struct {
-	Target   string
-	Measured string // "" when the phase did not run
-	OK       bool
+	Target    string
+	Measured  string // Flexway's figure; "" when not measured
+	Reference string // the bound, from the floor's figure; "" when the floor was not measured
+	Ratio     string // Flexway's figure ÷ the floor's, when both are positive
+	OK        bool
+	Absent    bool // the floor is nginx and it is not installed
 }
 
-// checks evaluates the targets.
-func (r *report) checks() []check {
-	var cs []check
-	if r.Fixed.Flexway.N > 0 {
-		a50, a99 := r.Fixed.AddedP50(), r.Fixed.AddedP99()
-		cs = append(cs,
-			check{fmt.Sprintf("added p50 ≤ %s at %.0f req/s", fmtDur(targetAddedP50), fixedRate), fmtDur(a50), a50 <= targetAddedP50},
-			check{fmt.Sprintf("added p99 ≤ %s at %.0f req/s", fmtDur(targetAddedP99), fixedRate), fmtDur(a99), a99 <= targetAddedP99},
-		)
-	} else {
-		cs = append(cs,
-			check{Target: fmt.Sprintf("added p50 ≤ %s at %.0f req/s", fmtDur(targetAddedP50), fixedRate)},
-			check{Target: fmt.Sprintf("added p99 ≤ %s at %.0f req/s", fmtDur(targetAddedP99), fixedRate)})
-	}
-	tp := check{Target: fmt.Sprintf("sustained throughput ≥ %.1f × direct", targetThroughput)}
-	switch {
-	case r.Best[0] > 0:
-		ratio := r.Best[1] / r.Best[0]
-		tp.Measured = fmt.Sprintf("%.2f × (%.0f / %.0f req/s)", ratio, r.Best[1], r.Best[0])
-		tp.OK = ratio >= targetThroughput
-	case len(r.Steps) > 0:
-		tp.Measured = fmt.Sprintf("no ratio: direct missed the first step (%.0f req/s)", stepRates[0])
-	}
-	cs = append(cs, tp)
-	mem := check{Target: fmt.Sprintf("≤ %.0f KiB per open stream", targetKiBPerStream)}
-	if r.Memory != nil {
-		mem.Measured = fmt.Sprintf("%.1f KiB", r.Memory.PerStream())
-		mem.OK = r.Memory.PerStream() <= targetKiBPerStream
-	}
-	return append(cs, mem)
-}
-
-// verdict is PASS, MISS, or MISS with the reason that nothing was measured.
+// verdict is PASS, MISS, MISS with the reason that nothing was measured,
+// or n/a when the floor is absent.
 func (c check) verdict() string {
 	switch {
-	case c.Measured == "":
+	case c.Absent:
+		return "n/a (nginx absent)"
+	case c.Measured == "" || c.Reference == "":
 		return "MISS (not measured)"
 	case c.OK:
 		return "PASS"
@@ -216,10 +203,222 @@ func (c check) verdict() string {
 	return "MISS"
 }
 
+// figure is one path's value for a measure: a duration or a plain number.
+type figure struct {
+	ok  bool
+	d   time.Duration
+	num float64
+}
+
+// added is path i's q-percentile minus direct's on ds, when both ran.
+func added(ds [numPaths]dist, i int, q func(dist) time.Duration) figure {
+	if ds[i].N == 0 || ds[pathDirect].N == 0 {
+		return figure{}
+	}
+	return figure{ok: true, d: q(ds[i]) - q(ds[pathDirect])}
+}
+
+func p50(d dist) time.Duration  { return d.P50 }
+func p99(d dist) time.Duration  { return d.P99 }
+func p999(d dist) time.Duration { return d.P999 }
+
+// fixedDists are the fixed-rate phase's distributions by path.
+func (r *report) fixedDists() [numPaths]dist {
+	var ds [numPaths]dist
+	for i, o := range r.Fixed {
+		ds[i] = o.dist
+	}
+	return ds
+}
+
+// cpuFigure is path i's CPU per request, when measured.
+func cpuFigure(c [numPaths]cpuUse, i int) figure {
+	if c[i].Requests == 0 {
+		return figure{}
+	}
+	return figure{ok: true, d: c[i].PerRequest()}
+}
+
+// bestFigure is path i's best rate under maxP99, when the ladder ran it.
+func (r *report) bestFigure(i int) figure {
+	for _, s := range r.Steps {
+		if s.Ran[i] {
+			return figure{ok: true, num: r.Best[i]}
+		}
+	}
+	return figure{}
+}
+
+// memFigure is m's RSS per open stream, when measured.
+func memFigure(m *memory) figure {
+	if m == nil {
+		return figure{}
+	}
+	return figure{ok: true, num: m.PerStream()}
+}
+
+// durAtMost checks m ≤ factor × f + slack for durations.
+func (r *report) durAtMost(target string, m, f figure, factor float64, slack time.Duration, floorIsNginx bool) check {
+	c := check{Target: target, Absent: floorIsNginx && r.NginxAbsent != ""}
+	if m.ok {
+		c.Measured = fmtDur(m.d)
+	}
+	if f.ok {
+		limit := time.Duration(factor*float64(f.d)) + slack
+		c.Reference = fmt.Sprintf("≤ %s", fmtDur(limit))
+		c.Ratio = ratio(float64(m.d), float64(f.d), m.ok)
+		c.OK = m.ok && m.d <= limit
+	}
+	return c
+}
+
+// ratio is a ÷ b as "0.80 ×", when both are known and b is positive.
+func ratio(a, b float64, ok bool) string {
+	if !ok || b <= 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.2f ×", a/b)
+}
+
+// checks evaluates issue 19's targets.
+func (r *report) checks() []check {
+	fixed := r.fixedDists()
+	fx := func(i int, q func(dist) time.Duration) figure { return added(fixed, i, q) }
+	c1 := func(i int) figure { return added(r.C1, i, p50) }
+	rate := fmt.Sprintf("%.0f req/s", fixedRate)
+	span := fmtSeconds(r.fixedSpan())
+	cs := []check{
+		r.durAtMost(fmt.Sprintf("added p50, concurrency 1 ≤ %.1f × the Go floor's", targetP50VsGoFloor), c1(pathFlexway), c1(pathGoFloor), targetP50VsGoFloor, 0, false),
+		r.durAtMost(fmt.Sprintf("added p50, concurrency 1 ≤ %.0f × nginx's", targetVsNginx), c1(pathFlexway), c1(pathNginx), targetVsNginx, 0, true),
+		r.durAtMost(fmt.Sprintf("added p50, %s ≤ %.1f × the Go floor's", rate, targetP50VsGoFloor), fx(pathFlexway, p50), fx(pathGoFloor, p50), targetP50VsGoFloor, 0, false),
+		r.durAtMost(fmt.Sprintf("added p50, %s ≤ %.0f × nginx's", rate, targetVsNginx), fx(pathFlexway, p50), fx(pathNginx, p50), targetVsNginx, 0, true),
+		r.durAtMost(fmt.Sprintf("added p99, %s ≤ %.1f × the Go floor's", rate, targetP99VsGoFloor), fx(pathFlexway, p99), fx(pathGoFloor, p99), targetP99VsGoFloor, 0, false),
+		r.durAtMost(fmt.Sprintf("added p99.9, %s over %s ≤ %.1f × the Go floor's", rate, span, targetP999VsGoFloor), fx(pathFlexway, p999), fx(pathGoFloor, p999), targetP999VsGoFloor, 0, false),
+		r.durAtMost(fmt.Sprintf("CPU per request, concurrency 1 ≤ %.1f × the Go floor's", targetCPUVsGoFloor), cpuFigure(r.C1CPU, pathFlexway), cpuFigure(r.C1CPU, pathGoFloor), targetCPUVsGoFloor, 0, false),
+		r.durAtMost(fmt.Sprintf("CPU per request, concurrency 1 ≤ %.0f × nginx's", targetVsNginx), cpuFigure(r.C1CPU, pathFlexway), cpuFigure(r.C1CPU, pathNginx), targetVsNginx, 0, true),
+		r.durAtMost(fmt.Sprintf("CPU per request, %s ≤ %.1f × the Go floor's", rate, targetCPUVsGoFloor), cpuFigure(r.FixedCPU, pathFlexway), cpuFigure(r.FixedCPU, pathGoFloor), targetCPUVsGoFloor, 0, false),
+		r.durAtMost(fmt.Sprintf("CPU per request, %s ≤ %.0f × nginx's", rate, targetVsNginx), cpuFigure(r.FixedCPU, pathFlexway), cpuFigure(r.FixedCPU, pathNginx), targetVsNginx, 0, true),
+	}
+
+	tp := check{Target: fmt.Sprintf("most req/s under a %s p99 ≥ %.2f × the Go floor's", fmtDur(maxP99), targetThroughputVsGoFloor)}
+	if m := r.bestFigure(pathFlexway); m.ok {
+		tp.Measured = fmt.Sprintf("%.0f req/s", m.num)
+	}
+	if f := r.bestFigure(pathGoFloor); f.ok {
+		tp.Reference = fmt.Sprintf("≥ %.0f req/s", targetThroughputVsGoFloor*f.num)
+		tp.Ratio = ratio(r.Best[pathFlexway], f.num, tp.Measured != "")
+		tp.OK = tp.Measured != "" && r.Best[pathFlexway] >= targetThroughputVsGoFloor*f.num && f.num > 0
+	}
+	cs = append(cs, tp,
+		r.durAtMost("stream: added time to first content chunk, p50 ≤ the Go floor's", added(r.FirstContent, pathFlexway, p50), added(r.FirstContent, pathGoFloor, p50), 1, 0, false),
+		r.durAtMost(fmt.Sprintf("stream: added gap between chunks, p50 ≤ the Go floor's + %s", fmtDur(targetGapSlack)), added(r.Gaps, pathFlexway, p50), added(r.Gaps, pathGoFloor, p50), 1, targetGapSlack, false),
+	)
+
+	mem := check{Target: fmt.Sprintf("RSS per open stream, %d streams ≤ %.0f KiB", openStreamCount, targetKiBPerStream),
+		Reference: fmt.Sprintf("≤ %.0f KiB", targetKiBPerStream)}
+	if m := memFigure(r.Memory); m.ok {
+		mem.Measured = fmt.Sprintf("%.1f KiB", m.num)
+		mem.OK = m.num <= targetKiBPerStream
+		if g := memFigure(r.GoFloorMemory); g.ok {
+			mem.Ratio = ratio(m.num, g.num, true)
+		}
+	}
+	return append(cs, mem,
+		r.durAtMost(fmt.Sprintf("pipeline on: added p50, concurrency 1 ≤ %.1f × the Go floor's", targetPipelineVsGoFloor), c1(pathPipeline), c1(pathGoFloor), targetPipelineVsGoFloor, 0, false),
+		r.durAtMost(fmt.Sprintf("pipeline on: added p50, %s ≤ %.1f × the Go floor's", rate, targetPipelineVsGoFloor), fx(pathPipeline, p50), fx(pathGoFloor, p50), targetPipelineVsGoFloor, 0, false),
+	)
+}
+
+// fixedSpan is the Go floor's time at fixedRate in this run (the sum of
+// its turns), from its answers and their rate; fixedDuration times the
+// scale when it did not run.
+func (r *report) fixedSpan() time.Duration {
+	if o := r.Fixed[pathGoFloor]; o.Achieved > 0 {
+		return time.Duration(float64(o.N+o.Errors) / o.Achieved * float64(time.Second)).Round(time.Second)
+	}
+	return time.Duration(float64(fixedDuration) * r.Scale)
+}
+
+// fmtSeconds formats a span as "30 s".
+func fmtSeconds(d time.Duration) string {
+	return fmt.Sprintf("%.0f s", max(d.Seconds(), 1))
+}
+
+// beside is one row of the table that puts Flexway beside its floors.
+type beside struct {
+	name string
+	fig  func(i int) figure // the measure for path i
+	unit func(figure) string
+	// pipeline says the pipeline path has this measure.
+	pipeline bool
+}
+
+// durCell formats a duration figure.
+func durCell(f figure) string { return fmtDur(f.d) }
+
+// perSecCell formats a rate figure, in req/s.
+func perSecCell(f figure) string { return fmt.Sprintf("%.0f req/s", f.num) }
+
+// kibCell formats an RSS figure, in KiB.
+func kibCell(f figure) string { return fmt.Sprintf("%.1f KiB", f.num) }
+
+// besideRows are the measures of the table "Flexway beside its floors".
+func (r *report) besideRows() []beside {
+	fixed := r.fixedDists()
+	memOf := map[int]*memory{pathFlexway: r.Memory, pathGoFloor: r.GoFloorMemory}
+	rate := fmt.Sprintf("%.0f req/s", fixedRate)
+	return []beside{
+		{name: "added p50, concurrency 1", fig: func(i int) figure { return added(r.C1, i, p50) }, unit: durCell, pipeline: true},
+		{name: "added p99, concurrency 1", fig: func(i int) figure { return added(r.C1, i, p99) }, unit: durCell, pipeline: true},
+		{name: "added p50, " + rate, fig: func(i int) figure { return added(fixed, i, p50) }, unit: durCell, pipeline: true},
+		{name: "added p99, " + rate, fig: func(i int) figure { return added(fixed, i, p99) }, unit: durCell, pipeline: true},
+		{name: "added p99.9, " + rate, fig: func(i int) figure { return added(fixed, i, p999) }, unit: durCell, pipeline: true},
+		{name: "CPU per request, concurrency 1", fig: func(i int) figure { return cpuFigure(r.C1CPU, i) }, unit: durCell, pipeline: true},
+		{name: "CPU per request, " + rate, fig: func(i int) figure { return cpuFigure(r.FixedCPU, i) }, unit: durCell, pipeline: true},
+		{name: fmt.Sprintf("most req/s under a %s p99", fmtDur(maxP99)), fig: r.bestFigure, unit: perSecCell},
+		{name: "stream: added time to first content chunk, p50", fig: func(i int) figure { return added(r.FirstContent, i, p50) }, unit: durCell},
+		{name: "stream: added gap between chunks, p50", fig: func(i int) figure { return added(r.Gaps, i, p50) }, unit: durCell},
+		{name: fmt.Sprintf("RSS per open stream, %d streams", openStreamCount), fig: func(i int) figure { return memFigure(memOf[i]) }, unit: kibCell},
+	}
+}
+
+// cell is row's figure for path i: its value, "—" when not measured, or
+// "absent" for nginx when it is not installed.
+func (r *report) cell(row beside, i int) string {
+	if i == pathNginx && r.NginxAbsent != "" {
+		return nginxAbsent
+	}
+	if i == pathPipeline && !row.pipeline {
+		return "—"
+	}
+	f := row.fig(i)
+	if !f.ok {
+		return "—"
+	}
+	return row.unit(f)
+}
+
+// rowRatio is Flexway's figure ÷ path i's on row, when both are positive.
+func (r *report) rowRatio(row beside, i int) string {
+	if i == pathNginx && r.NginxAbsent != "" {
+		return nginxAbsent
+	}
+	m, f := row.fig(pathFlexway), row.fig(i)
+	if !m.ok || !f.ok {
+		return "—"
+	}
+	a, b := float64(m.d), float64(f.d)
+	if m.d == 0 && f.d == 0 {
+		a, b = m.num, f.num
+	}
+	return ratio(a, b, true)
+}
+
 // markdown renders the report; the same text goes to stdout and --out.
 func (r *report) markdown() []byte {
 	var b bytes.Buffer
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
+	rate := fmt.Sprintf("%.0f req/s", fixedRate)
 
 	w("# Flexway load report")
 	w("")
@@ -233,95 +432,148 @@ func (r *report) markdown() []byte {
 	w("| CPU | %s |", r.CPU)
 	w("| load average at start (1, 5, 15 min) | %s |", r.LoadAvg)
 	w("| Go | harness %s; %s |", r.GoHarness, r.Flexway)
+	if r.NginxAbsent != "" {
+		w("| nginx | absent: %s; its columns read \"absent\" |", r.NginxAbsent)
+	} else {
+		w("| nginx | %s |", r.Nginx)
+	}
 	w("")
 	w("## What was on")
 	w("")
-	w("- Identity on: every call through Flexway carries `Authorization: Bearer` with the key, checked against the configured key_sha256. The direct path gets the same body and headers.")
-	w("- Relay path: the harness binary started again, as its own process, with `%s LISTEN SAMPLE`: a byte-for-byte TCP relay on 127.0.0.1 that accepts each connection, dials the sample and copies bytes both ways (io.Copy), and parses nothing. It gets the same body and headers as direct; the sample ignores the Authorization header. It shows what any process between harness and sample adds on this machine; non-streaming and throughput phases only.", relayModeArg)
-	w("- Memory floor: the harness binary started again, as its own process, with `%s LISTEN`: an http.Server on 127.0.0.1 with net/http's defaults (the header and idle timeouts of Flexway's front, no special buffer sizes) whose handler reads and discards the request body, answers `text/event-stream` with one event, flushes it and holds the response open until the client closes. It has no upstream connection. After Flexway's memory measurement, with the gateway and its sample stopped, it gets the same streams, opened and measured the same way; it checks no target.", holdModeArg)
-	w("- Embedded defaults: one backend, no caps, no tenants; the budget store is the embedded default in the run's temporary directory.")
-	w("- Audit as configured: `audit.path: audit.jsonl` with a hash key, in the run's temporary directory; %s.", r.Audit)
-	w("- Loopback: harness, flexway-sample and `flexway serve` on 127.0.0.1, HTTP/1.1 with keep-alive; the harness shares the CPUs with both servers.")
+	w("- **flexway**: `flexway serve` with identity on (every call carries `Authorization: Bearer` with the key, checked against the configured key_sha256), one backend, the budget on the embedded ledger (every call reserved and committed), the audit log to a file (%s), Prometheus metrics and the access log; no alias, pool, policy, guardrail or cache.", r.Audit)
+	w("- **pipeline**: a second `flexway serve` with a realistic policy set on: the alias `%s` failing over from backend `sample` to `sample-spare` (both the same flexway-sample), a pool of two keys on `sample`, one policy with a governance allowlist (the alias, both backends), per-minute caps (requests_per_minute, tokens_per_minute) far above the load, pii + secrets guardrails on the prompt and the answer, and the exact response cache, which every call misses: each call's user message carries a sequence number, on every path alike (%d answers came from the cache). Concurrency 1 and %s only.", pipelineAlias, r.CacheHits, rate)
+	w("- **gofloor**: the Go floor, the harness binary started again as its own process with `%s LISTEN SAMPLE`: a net/http server with httputil.ReverseProxy, an http.Transport keeping up to %d idle connections to the sample, FlushInterval −1; it does nothing else.", goproxyModeArg, goproxyIdleConns)
+	w("- **nginx**: `nginx -p DIR -c nginx.conf -g 'daemon off;'` on a config the harness writes: worker_processes 1, an upstream with keepalive 64, proxy_http_version 1.1, `Connection \"\"`, proxy_buffering off, an access log to a file, every path in the run's directory. Its CPU is the master's and the worker's.")
+	w("- **relay**: the harness binary with `%s LISTEN SAMPLE`, a byte-for-byte TCP relay that parses nothing: what one more process in the path costs.", relayModeArg)
+	w("- **direct**: harness → sample. Every path gets the same body and headers (the model aside on the pipeline path); the sample ignores the Authorization header.")
+	w("- Memory: Flexway, then the Go floor, each fresh in front of a sample that holds streams open; then the bare net/http hold server (`%s LISTEN`, no upstream), all measured the same way.", holdModeArg)
+	w("- CPU per request: utime + stime of the middle process's group (/proc/PID/stat), clock ticks of `getconf CLK_TCK`, over the concurrency-1 phase and over each path's own turns at %s, ÷ the requests answered.", rate)
+	w("- Loopback: every process on 127.0.0.1, HTTP/1.1 with keep-alive; the harness shares the CPUs with the servers.")
 	w("- GOMAXPROCS: %s.", r.GOMAXPROCS)
-	w("- Upstream: flexway-sample; streaming phases with --chunk-delay %s --chunks %d, memory phase with --chunk-delay %s.", pacedChunkDelay, pacedChunks, holdChunkDelay)
+	w("- Upstream: flexway-sample; streaming phase with --chunk-delay %s --chunks %d, memory phase with --chunk-delay %s.", pacedChunkDelay, pacedChunks, holdChunkDelay)
 	w("")
-	w("## Targets")
+	w("## Targets (issue 19)")
 	w("")
-	w("| target | measured | |")
-	w("|---|---|---|")
+	w("Added = the path's percentile − direct's. A missed target is reported, not an error.")
+	w("")
+	w("| target | flexway | bound from the floor | ratio to the floor | |")
+	w("|---|---|---|---|---|")
 	for _, c := range r.checks() {
-		m := c.Measured
-		if m == "" {
-			m = "—"
-		}
-		w("| %s | %s | %s |", c.Target, m, c.verdict())
+		w("| %s | %s | %s | %s | %s |", c.Target, dash(c.Measured), dash(c.Reference), dash(c.Ratio), c.verdict())
 	}
 	w("")
-	w("%s", r.relayFloor())
+	w("## Flexway beside its floors")
+	w("")
+	w("| measure | flexway | pipeline on | Go floor | nginx | relay | flexway ÷ Go floor | flexway ÷ nginx |")
+	w("|---|---|---|---|---|---|---|---|")
+	for _, row := range r.besideRows() {
+		w("| %s | %s | %s | %s | %s | %s | %s | %s |", row.name,
+			r.cell(row, pathFlexway), r.cell(row, pathPipeline), r.cell(row, pathGoFloor), r.cell(row, pathNginx), r.cell(row, pathRelay),
+			r.rowRatio(row, pathGoFloor), r.rowRatio(row, pathNginx))
+	}
 	w("")
 	w("## Non-streaming chat")
 	w("")
-	w("Latency from send (open loop: from the scheduled send) to the end of the answer. Added = flexway − direct. The relay columns show the TCP relay path, with relay − direct in brackets.")
+	w("Latency from send (open loop: from the scheduled send) to the end of the answer; CPU per request of the process in the middle.")
 	w("")
-	w("| | n per path | direct p50 | flexway p50 | added p50 | direct p99 | flexway p99 | added p99 | relay p50 (− direct) | relay p99 (− direct) |")
-	w("|---|---|---|---|---|---|---|---|---|---|")
-	writeChatRow(w, "concurrency 1", r.C1, r.RelayC1)
-	writeChatRow(w, fmt.Sprintf("open loop %.0f req/s", fixedRate), r.Fixed.pair, r.RelayFixed.dist)
+	w("### Concurrency 1 (the paths alternating request by request)")
 	w("")
-	if r.Fixed.Lag.N > 0 {
-		w("At %.0f req/s: answers/s direct %.0f, flexway %.0f; errors direct %d, flexway %d. The pacer dispatched p50 %s and p99 %s after the scheduled time (timer resolution; included in both paths).",
-			fixedRate, r.Fixed.Achieved[0], r.Fixed.Achieved[1], r.Fixed.Errors[0], r.Fixed.Errors[1], fmtDur(r.Fixed.Lag.P50), fmtDur(r.Fixed.Lag.P99))
-		w("")
+	w("| path | n | p50 | added p50 | p99 | added p99 | CPU per request |")
+	w("|---|---|---|---|---|---|---|")
+	for _, i := range chatPaths {
+		if r.absent(i) {
+			w("| %s | %s | %s | %s | %s | %s | %s |", pathNames[i], nginxAbsent, nginxAbsent, nginxAbsent, nginxAbsent, nginxAbsent, nginxAbsent)
+			continue
+		}
+		d := r.C1[i]
+		w("| %s | %s | %s | %s | %s | %s | %s |", pathNames[i], count(d), durOf(d, p50), addedCell(r.C1, i, p50), durOf(d, p99), addedCell(r.C1, i, p99), cpuCell(r.C1CPU, i))
 	}
-	if r.RelayFixed.N > 0 {
-		w("Relay path at %.0f req/s: answers/s %.0f; errors %d.", fixedRate, r.RelayFixed.Achieved, r.RelayFixed.Errors)
+	w("")
+	w("### Open loop at %s (%d turns per path)", rate, fixedRounds)
+	w("")
+	w("| path | n | p50 | added p50 | p99 | added p99 | p99.9 | added p99.9 | CPU per request | errors | answers/s |")
+	w("|---|---|---|---|---|---|---|---|---|---|---|")
+	fixed := r.fixedDists()
+	for _, i := range chatPaths {
+		if r.absent(i) {
+			w("| %s |%s", pathNames[i], strings.Repeat(" "+nginxAbsent+" |", 10))
+			continue
+		}
+		o := r.Fixed[i]
+		w("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %d | %.0f |", pathNames[i], count(o.dist),
+			durOf(o.dist, p50), addedCell(fixed, i, p50), durOf(o.dist, p99), addedCell(fixed, i, p99),
+			durOf(o.dist, p999), addedCell(fixed, i, p999), cpuCell(r.FixedCPU, i), o.Errors, o.Achieved)
+	}
+	w("")
+	if r.Lag.N > 0 {
+		w("The pacer dispatched p50 %s and p99 %s after the scheduled time (timer resolution; included in every path's latency).", fmtDur(r.Lag.P50), fmtDur(r.Lag.P99))
 		w("")
 	}
 	w("### Sustained throughput (open loop, p99 ≤ %s, no error; the better of %d runs per step)", fmtDur(maxP99), stepTries)
 	w("")
 	if len(r.Steps) > 0 {
-		w("| rate (req/s) | direct p99 | flexway p99 | relay p99 |")
-		w("|---|---|---|---|")
+		w("| rate (req/s) |%s", headerCells(ladderPaths, " p99 |"))
+		w("|---|%s", strings.Repeat("---|", len(ladderPaths)))
 		for _, s := range r.Steps {
-			w("| %.0f | %s | %s | %s |", s.Rate, s.cell(pathDirect), s.cell(pathFlexway), s.cell(pathRelay))
+			var cells []string
+			for _, i := range ladderPaths {
+				if r.absent(i) {
+					cells = append(cells, nginxAbsent)
+				} else {
+					cells = append(cells, s.cell(i))
+				}
+			}
+			w("| %.0f | %s |", s.Rate, strings.Join(cells, " | "))
 		}
 		w("")
-		w("Best passing rate: direct %s, flexway %s.", bestRate(r.Best[0], r.Capped[0]), bestRate(r.Best[1], r.Capped[1]))
-		if r.Best[0] > 0 {
-			w("Ratio flexway / direct: %.2f.", r.Best[1]/r.Best[0])
+		var best []string
+		for _, i := range ladderPaths {
+			if r.absent(i) {
+				best = append(best, pathNames[i]+" "+nginxAbsent)
+				continue
+			}
+			best = append(best, pathNames[i]+" "+bestRate(r.Best[i], r.Capped[i]))
 		}
-		w("")
-		relayRatio := ""
-		if r.Best[pathDirect] > 0 {
-			relayRatio = fmt.Sprintf("; ratio relay / direct: %.2f", r.Best[pathRelay]/r.Best[pathDirect])
-		}
-		w("Relay path: best passing rate %s%s.", bestRate(r.Best[pathRelay], r.Capped[pathRelay]), relayRatio)
+		w("Best passing rate: %s.", strings.Join(best, "; "))
 	} else {
 		w("Not measured.")
 	}
 	w("")
 	w("## Streaming (paced: a chunk every %s)", pacedChunkDelay)
 	w("")
-	w("| | n per path | direct p50 | flexway p50 | added p50 | direct p99 | flexway p99 | added p99 |")
-	w("|---|---|---|---|---|---|---|---|")
-	writePair(w, "time to first SSE byte", r.FirstByte)
-	writePair(w, "time to first content chunk", r.FirstContent)
-	writePair(w, "gap between chunk arrivals", r.Gaps)
+	w("| path | n | first SSE byte p50 | first content chunk p50 | added | first content chunk p99 | gap p50 | added | gap p99 |")
+	w("|---|---|---|---|---|---|---|---|---|")
+	for _, i := range ladderPaths {
+		if r.absent(i) {
+			w("| %s |%s", pathNames[i], strings.Repeat(" "+nginxAbsent+" |", 8))
+			continue
+		}
+		fc, g := r.FirstContent[i], r.Gaps[i]
+		w("| %s | %s | %s | %s | %s | %s | %s | %s | %s |", pathNames[i], count(fc), durOf(r.FirstByte[i], p50),
+			durOf(fc, p50), addedCell(r.FirstContent, i, p50), durOf(fc, p99),
+			durOf(g, p50), addedCell(r.Gaps, i, p50), durOf(g, p99))
+	}
 	w("")
-	if r.FirstByte.Flexway.N > 0 && r.FirstByte.AddedP50() > pacedChunkDelay/2 {
-		w("The sample sends a role-only chunk at once and each content chunk after its delay. Flexway holds role-only chunks, and the response headers, until the first chunk with content, so that a backend failing before any content can still be fallen back from (Core.StreamChatCompletion); its first byte therefore comes with the first content chunk, and the added time to first byte includes one chunk delay by design. The time to the first content chunk compares like with like.")
+	if f := added(r.FirstByte, pathFlexway, p50); f.ok && f.d > pacedChunkDelay/2 {
+		w("Flexway holds role-only chunks, and the response headers, until the first chunk with content, so that a backend failing before any content can still be fallen back from; its first byte comes with the first content chunk, one chunk delay after the others'. The time to the first content chunk compares like with like.")
 		w("")
 	}
 	w("## Memory with %d open streams", openStreamCount)
 	w("")
-	if m := r.Memory; m != nil {
-		w("Flexway VmRSS idle (after warm-up) %d KiB; with %d streams open %d KiB; (open − idle) / streams = **%.1f KiB per open stream**.",
-			m.IdleKiB, m.Streams, m.OpenKiB, m.PerStream())
-	} else {
-		w("Not measured.")
-	}
+	w("(VmRSS with the streams open − VmRSS idle after a warm-up) ÷ streams.")
 	w("")
-	w("%s", r.holdFloor())
+	w("| server | idle | open | per open stream |")
+	w("|---|---|---|---|")
+	for _, m := range []struct {
+		name string
+		m    *memory
+	}{{"flexway", r.Memory}, {"gofloor (an upstream connection per stream too)", r.GoFloorMemory}, {"hold: bare net/http server, no upstream", r.HoldMemory}} {
+		if m.m == nil {
+			w("| %s | — | — | not measured |", m.name)
+			continue
+		}
+		w("| %s | %d KiB | %d KiB (%d streams) | **%.1f KiB** |", m.name, m.m.IdleKiB, m.m.OpenKiB, m.m.Streams, m.m.PerStream())
+	}
 	if len(r.Problems) > 0 {
 		w("")
 		w("## Problems")
@@ -333,110 +585,59 @@ func (r *report) markdown() []byte {
 	return b.Bytes()
 }
 
-// relayFloor is the paragraph under the targets that says what the TCP relay
-// adds over direct, the floor any separate process in the path adds on this
-// machine, and what Flexway adds over the relay.
-func (r *report) relayFloor() string {
-	measured := func(ds ...dist) bool {
-		for _, d := range ds {
-			if d.N == 0 {
-				return false
-			}
-		}
-		return true
+// absent says path i is nginx and nginx is not installed.
+func (r *report) absent(i int) bool { return i == pathNginx && r.NginxAbsent != "" }
+
+// dash is s, or "—" when s is empty.
+func dash(s string) string {
+	if s == "" {
+		return "—"
 	}
-	c1, fixed := measured(r.C1.Direct, r.RelayC1), measured(r.Fixed.Direct, r.RelayFixed.dist)
-	c1Text := "not measured"
-	if c1 {
-		c1Text = fmt.Sprintf("%s at p50, %s at p99",
-			fmtDur(r.RelayC1.P50-r.C1.Direct.P50), fmtDur(r.RelayC1.P99-r.C1.Direct.P99))
+	return s
+}
+
+// count is d's sample count, or "—".
+func count(d dist) string {
+	if d.N == 0 {
+		return "—"
 	}
+	return fmt.Sprint(d.N)
+}
+
+// durOf is d's q-percentile, or "—" when d is empty.
+func durOf(d dist, q func(dist) time.Duration) string {
+	if d.N == 0 {
+		return "—"
+	}
+	return fmtDur(q(d))
+}
+
+// addedCell is path i's added q-percentile on ds: "—" for direct itself
+// and when not measured.
+func addedCell(ds [numPaths]dist, i int, q func(dist) time.Duration) string {
+	f := added(ds, i, q)
+	if i == pathDirect || !f.ok {
+		return "—"
+	}
+	return fmtDur(f.d)
+}
+
+// cpuCell is path i's CPU per request, or "—".
+func cpuCell(c [numPaths]cpuUse, i int) string {
+	f := cpuFigure(c, i)
+	if !f.ok {
+		return "—"
+	}
+	return fmtDur(f.d)
+}
+
+// headerCells is " NAME SUFFIX" for each path of idx.
+func headerCells(idx []int, suffix string) string {
 	var b strings.Builder
-	switch {
-	case fixed:
-		fmt.Fprintf(&b, "On this machine a byte-for-byte TCP relay adds %s at p50 and %s at p99 at %.0f req/s (concurrency 1: %s)",
-			fmtDur(r.RelayFixed.P50-r.Fixed.Direct.P50), fmtDur(r.RelayFixed.P99-r.Fixed.Direct.P99), fixedRate, c1Text)
-		if r.Fixed.Flexway.N > 0 {
-			fmt.Fprintf(&b, "; Flexway adds %s over the relay (flexway − relay at p50; %s at p99)",
-				fmtDur(r.Fixed.Flexway.P50-r.RelayFixed.P50), fmtDur(r.Fixed.Flexway.P99-r.RelayFixed.P99))
-		}
-	case c1:
-		fmt.Fprintf(&b, "On this machine a byte-for-byte TCP relay adds %s at concurrency 1 (not measured at %.0f req/s)", c1Text, fixedRate)
-		if r.C1.Flexway.N > 0 {
-			fmt.Fprintf(&b, "; Flexway adds %s over the relay there (flexway − relay at p50; %s at p99)",
-				fmtDur(r.C1.Flexway.P50-r.RelayC1.P50), fmtDur(r.C1.Flexway.P99-r.RelayC1.P99))
-		}
-	default:
-		return "The TCP relay path, which shows what any process between the harness and the sample adds on this machine, was not measured."
+	for _, i := range idx {
+		b.WriteString(" " + pathNames[i] + suffix)
 	}
-	b.WriteString(". The relay parses nothing, so what it adds (waking one more process, one more loopback hop each way) is the floor for any gateway in its own process here; the targets above compare flexway with direct and include that floor.")
 	return b.String()
-}
-
-// holdFloor is the memory section's sentence on the bare net/http server:
-// what it used per open stream, the floor of an HTTP/1.1 front on net/http,
-// and what Flexway uses over it.
-func (r *report) holdFloor() string {
-	h := r.HoldMemory
-	if h == nil {
-		return fmt.Sprintf("The floor of a bare net/http server holding the same streams open (the harness's %s) was not measured.", holdModeArg)
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "A bare net/http server holding the same streams open, with no upstream connection (the harness's %s), used %.1f KiB per open stream (VmRSS idle %d KiB; with %d streams open %d KiB): the floor of an HTTP/1.1 front on net/http here",
-		holdModeArg, h.PerStream(), h.IdleKiB, h.Streams, h.OpenKiB)
-	if m := r.Memory; m != nil {
-		over := m.PerStream() - h.PerStream()
-		if over >= 0 {
-			fmt.Fprintf(&b, "; Flexway adds %.1f KiB over it (its upstream connection, the in-process gRPC stream and the call's state)", over)
-		} else {
-			fmt.Fprintf(&b, "; Flexway used %.1f KiB less than it in this run, although it also holds an upstream connection, an in-process gRPC stream and the call's state", -over)
-		}
-	}
-	b.WriteString(".")
-	return b.String()
-}
-
-// writeChatRow writes one row of the non-streaming table: the pair, as
-// writePair does, then the relay's p50 and p99 with relay − direct.
-func writeChatRow(w func(string, ...any), name string, p pair, relay dist) {
-	r50, r99 := relayCells(relay, p.Direct)
-	if p.Direct.N == 0 || p.Flexway.N == 0 {
-		w("| %s | — | — | — | — | — | — | — | %s | %s |", name, r50, r99)
-		return
-	}
-	w("| %s | %d | %s | %s | **%s** | %s | %s | **%s** | %s | %s |", name, min(p.Direct.N, p.Flexway.N),
-		fmtDur(p.Direct.P50), fmtDur(p.Flexway.P50), fmtDur(p.AddedP50()),
-		fmtDur(p.Direct.P99), fmtDur(p.Flexway.P99), fmtDur(p.AddedP99()),
-		r50, r99)
-}
-
-// relayCells are the relay's p50 and p99 cells, each "relay (+relay −
-// direct)"; a dash when the relay was not measured, the relay's figure alone
-// when direct was not.
-func relayCells(relay, direct dist) (p50, p99 string) {
-	cell := func(r, d time.Duration) string {
-		switch {
-		case relay.N == 0:
-			return "—"
-		case direct.N == 0:
-			return fmtDur(r)
-		case r >= d:
-			return fmt.Sprintf("%s (+%s)", fmtDur(r), fmtDur(r-d))
-		}
-		return fmt.Sprintf("%s (%s)", fmtDur(r), fmtDur(r-d)) // fmtDur writes the minus sign
-	}
-	return cell(relay.P50, direct.P50), cell(relay.P99, direct.P99)
-}
-
-// writePair writes one table row of a pair; a pair not measured shows dashes.
-func writePair(w func(string, ...any), name string, p pair) {
-	if p.Direct.N == 0 || p.Flexway.N == 0 {
-		w("| %s | — | — | — | — | — | — | — |", name)
-		return
-	}
-	w("| %s | %d | %s | %s | **%s** | %s | %s | **%s** |", name, min(p.Direct.N, p.Flexway.N),
-		fmtDur(p.Direct.P50), fmtDur(p.Flexway.P50), fmtDur(p.AddedP50()),
-		fmtDur(p.Direct.P99), fmtDur(p.Flexway.P99), fmtDur(p.AddedP99()))
 }
 
 // bestRate formats a best passing rate; capped means the ladder ran out.

@@ -57,161 +57,127 @@ func TestFmtDur(t *testing.T) {
 	}
 }
 
+// us is n microseconds.
+func us(n int) time.Duration { return time.Duration(n) * time.Microsecond }
+
+// sampleReport is a report with every phase filled: direct 300 µs p50,
+// flexway adds 100 µs, the Go floor 150 µs, nginx 40 µs, the pipeline
+// 140 µs (p50, both phases).
+func sampleReport() *report {
+	d := func(p50, p99, p999 int) dist { return dist{N: 1000, P50: us(p50), P99: us(p99), P999: us(p999)} }
+	r := &report{Scale: 1, Nginx: "/usr/sbin/nginx (nginx/1.22.1)"}
+	r.C1 = [numPaths]dist{pathDirect: d(300, 600, 900), pathFlexway: d(400, 900, 1500), pathPipeline: d(440, 950, 1600),
+		pathGoFloor: d(450, 800, 1300), pathNginx: d(340, 700, 1000), pathRelay: d(350, 650, 950)}
+	for i, x := range r.C1 {
+		r.Fixed[i] = openOne{dist: x, Achieved: 1000}
+	}
+	// p99: flexway adds 300 µs, the Go floor 200 µs: MISS. p99.9: 600 vs 400 µs: PASS (≤ 1.5 ×).
+	cpu := func(ticks int64) cpuUse { return cpuUse{Ticks: ticks, Requests: 1000, Hz: 100} } // 10 ms per tick
+	r.C1CPU = [numPaths]cpuUse{pathFlexway: cpu(2), pathPipeline: cpu(3), pathGoFloor: cpu(3), pathNginx: cpu(1), pathRelay: cpu(1)}
+	r.FixedCPU = [numPaths]cpuUse{pathFlexway: cpu(4), pathPipeline: cpu(5), pathGoFloor: cpu(3), pathNginx: cpu(1), pathRelay: cpu(1)}
+	r.Steps = []step{{Rate: 500, Ran: [numPaths]bool{true, true, false, true, true, true}}}
+	r.Best = [numPaths]float64{pathDirect: 4000, pathFlexway: 2000, pathGoFloor: 2000, pathNginx: 3000, pathRelay: 3000}
+	r.FirstContent = [numPaths]dist{pathDirect: d(21000, 22000, 23000), pathFlexway: d(21500, 22500, 23500), pathGoFloor: d(21200, 22200, 23200),
+		pathNginx: d(21100, 22100, 23100), pathRelay: d(21100, 22100, 23100)}
+	r.Gaps = [numPaths]dist{pathDirect: d(20000, 21000, 22000), pathFlexway: d(20060, 21000, 22000), pathGoFloor: d(20020, 21000, 22000),
+		pathNginx: d(20010, 21000, 22000), pathRelay: d(20010, 21000, 22000)}
+	r.Memory = &memory{IdleKiB: 20000, OpenKiB: 40000, Streams: 1000}       // 20.0 KiB
+	r.GoFloorMemory = &memory{IdleKiB: 8000, OpenKiB: 48000, Streams: 1000} // 40.0 KiB
+	r.HoldMemory = &memory{IdleKiB: 8000, OpenKiB: 35500, Streams: 1000}    // 27.5 KiB
+	return r
+}
+
 func TestChecks(t *testing.T) {
 	t.Parallel()
-	r := &report{
-		Fixed: openPair{pair: pair{
-			Direct:  dist{N: 10, P50: 300 * time.Microsecond, P99: 900 * time.Microsecond},
-			Flexway: dist{N: 10, P50: 400 * time.Microsecond, P99: 2500 * time.Microsecond},
-		}},
-		Best:   [numPaths]float64{4000, 2000, 3000},
-		Memory: &memory{IdleKiB: 20000, OpenKiB: 60000, Streams: 1000},
+	r := sampleReport()
+	want := []struct{ target, verdict string }{
+		{"added p50, concurrency 1 ≤ 0.8 × the Go floor's", "PASS"}, // 100 ≤ 120 µs
+		{"added p50, concurrency 1 ≤ 3 × nginx's", "PASS"},          // 100 ≤ 3 × 40 µs
+		{"added p50, 1000 req/s ≤ 0.8 × the Go floor's", "PASS"},
+		{"added p50, 1000 req/s ≤ 3 × nginx's", "PASS"},
+		{"added p99, 1000 req/s ≤ 1.0 × the Go floor's", "MISS"}, // 300 > 200 µs
+		{"added p99.9, 1000 req/s over 1 s ≤ 1.5 × the Go floor's", "PASS"},
+		{"CPU per request, concurrency 1 ≤ 0.8 × the Go floor's", "PASS"},            // 20 ≤ 24 µs
+		{"CPU per request, concurrency 1 ≤ 3 × nginx's", "PASS"},                     // 20 ≤ 30 µs
+		{"CPU per request, 1000 req/s ≤ 0.8 × the Go floor's", "MISS"},               // 40 > 24 µs
+		{"CPU per request, 1000 req/s ≤ 3 × nginx's", "MISS"},                        // 40 > 30 µs
+		{"most req/s under a 5.00 ms p99 ≥ 1.25 × the Go floor's", "MISS"},           // 2000 < 2500
+		{"stream: added time to first content chunk, p50 ≤ the Go floor's", "MISS"},  // 500 > 200 µs
+		{"stream: added gap between chunks, p50 ≤ the Go floor's + 50.0 µs", "PASS"}, // 60 ≤ 70 µs
+		{"RSS per open stream, 1000 streams ≤ 24 KiB", "PASS"},
+		{"pipeline on: added p50, concurrency 1 ≤ 1.0 × the Go floor's", "PASS"}, // 140 ≤ 150 µs
+		{"pipeline on: added p50, 1000 req/s ≤ 1.0 × the Go floor's", "PASS"},
 	}
-	var got []string
-	for _, c := range r.checks() {
-		got = append(got, c.verdict())
+	got := r.checks()
+	if len(got) != len(want) {
+		t.Fatalf("%d checks, want %d: %+v", len(got), len(want), got)
 	}
-	// added p50 100 µs, added p99 1.6 ms, ratio 0.5, 40 KiB per stream.
-	want := []string{"PASS", "MISS", "PASS", "MISS"}
-	if strings.Join(got, " ") != strings.Join(want, " ") {
-		t.Errorf("verdicts = %v, want %v", got, want)
+	for k, c := range got {
+		if c.Target != want[k].target || c.verdict() != want[k].verdict {
+			t.Errorf("check %d: %q %s; want %q %s (%+v)", k, c.Target, c.verdict(), want[k].target, want[k].verdict, c)
+		}
+	}
+	if c := got[0]; c.Measured != "100.0 µs" || c.Reference != "≤ 120.0 µs" || c.Ratio != "0.67 ×" {
+		t.Errorf("first check %+v; want 100.0 µs, ≤ 120.0 µs, 0.67 ×", c)
 	}
 
-	none := (&report{}).checks()
-	for _, c := range none {
+	for _, c := range (&report{}).checks() {
 		if c.verdict() != "MISS (not measured)" {
 			t.Errorf("%s with nothing measured: %s", c.Target, c.verdict())
 		}
 	}
 }
 
-func TestRelayFloor(t *testing.T) {
+func TestNginxAbsent(t *testing.T) {
 	t.Parallel()
-	us := func(n int) time.Duration { return time.Duration(n) * time.Microsecond }
-	r := &report{
-		C1: pair{
-			Direct:  dist{N: 10, P50: us(200), P99: us(400)},
-			Flexway: dist{N: 10, P50: us(600), P99: us(900)},
-		},
-		RelayC1: dist{N: 10, P50: us(380), P99: us(650)},
-		Fixed: openPair{pair: pair{
-			Direct:  dist{N: 10, P50: us(300), P99: us(900)},
-			Flexway: dist{N: 10, P50: us(700), P99: us(2500)},
-		}},
-		RelayFixed: openOne{dist: dist{N: 10, P50: us(500), P99: us(1200)}},
-		Best:       [numPaths]float64{4000, 2000, 3000},
-		Steps:      []step{{Rate: 500}},
-	}
-	got := r.relayFloor()
-	for _, want := range []string{
-		"adds 200.0 µs at p50 and 300.0 µs at p99 at 1000 req/s (concurrency 1: 180.0 µs at p50, 250.0 µs at p99)",
-		"Flexway adds 200.0 µs over the relay (flexway − relay at p50; 1.30 ms at p99)",
-	} {
-		if !strings.Contains(got, want) {
-			t.Errorf("relayFloor() = %q; want it to contain %q", got, want)
+	r := sampleReport()
+	r.Nginx, r.NginxAbsent = "", "no nginx on PATH nor at /usr/sbin/nginx"
+	for k := range r.C1 {
+		if k == pathNginx {
+			r.C1[k], r.Fixed[k], r.C1CPU[k], r.FixedCPU[k] = dist{}, openOne{}, cpuUse{}, cpuUse{}
 		}
 	}
-
+	for _, c := range r.checks() {
+		isNginx := strings.Contains(c.Target, "nginx")
+		if got := c.verdict() == "n/a (nginx absent)"; got != isNginx {
+			t.Errorf("%s: verdict %s", c.Target, c.verdict())
+		}
+	}
 	md := string(r.markdown())
 	for _, want := range []string{
-		// The flexway figures are unchanged; the relay's follow.
-		"| open loop 1000 req/s | 10 | 300.0 µs | 700.0 µs | **400.0 µs** | 900.0 µs | 2.50 ms | **1.60 ms** | 500.0 µs (+200.0 µs) | 1.20 ms (+300.0 µs) |",
-		"| concurrency 1 | 10 | 200.0 µs | 600.0 µs | **400.0 µs** | 400.0 µs | 900.0 µs | **500.0 µs** | 380.0 µs (+180.0 µs) | 650.0 µs (+250.0 µs) |",
-		"Ratio flexway / direct: 0.50.",
-		"Relay path: best passing rate 3000 req/s; ratio relay / direct: 0.75.",
+		"| nginx | absent: no nginx on PATH nor at /usr/sbin/nginx; its columns read \"absent\" |",
+		"| added p50, concurrency 1 | 100.0 µs | 140.0 µs | 150.0 µs | absent | 50.0 µs | 0.67 × | absent |",
+		"| nginx | absent | absent | absent | absent | absent | absent |",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)
 		}
 	}
-
-	if got := (&report{}).relayFloor(); !strings.Contains(got, "not measured") {
-		t.Errorf("relayFloor() with nothing measured = %q", got)
-	}
-	if got, want := (relayCellsOf(dist{N: 1, P50: us(90)}, dist{N: 1, P50: us(100)})), "90.0 µs (−10.0 µs)"; got != want {
-		t.Errorf("relay faster than direct: cell %q, want %q", got, want)
-	}
 }
 
-// relayCellsOf is the p50 cell of relayCells.
-func relayCellsOf(relay, direct dist) string {
-	p50, _ := relayCells(relay, direct)
-	return p50
-}
-
-func TestHoldFloor(t *testing.T) {
+func TestMarkdown(t *testing.T) {
 	t.Parallel()
-	flexway := &memory{IdleKiB: 20000, OpenKiB: 60000, Streams: 1000} // 40.0 KiB
-	hold := &memory{IdleKiB: 8000, OpenKiB: 35500, Streams: 1000}     // 27.5 KiB
-	tests := []struct {
-		name         string
-		mem, hold    *memory
-		want, reject []string
-	}{
-		{
-			name: "both",
-			mem:  flexway, hold: hold,
-			want: []string{
-				"A bare net/http server holding the same streams open, with no upstream connection (the harness's -hold-mode), used 27.5 KiB per open stream (VmRSS idle 8000 KiB; with 1000 streams open 35500 KiB): the floor of an HTTP/1.1 front on net/http here; Flexway adds 12.5 KiB over it (its upstream connection, the in-process gRPC stream and the call's state).",
-			},
-		},
-		{
-			name: "flexway_below_the_floor",
-			mem:  &memory{IdleKiB: 20000, OpenKiB: 46500, Streams: 1000}, hold: hold,
-			want:   []string{"used 27.5 KiB per open stream", "; Flexway used 1.0 KiB less than it in this run"},
-			reject: []string{"Flexway adds"},
-		},
-		{
-			name: "hold_only",
-			hold: hold,
-			want: []string{
-				"Not measured.",
-				"used 27.5 KiB per open stream (VmRSS idle 8000 KiB; with 1000 streams open 35500 KiB): the floor of an HTTP/1.1 front on net/http here.",
-			},
-			reject: []string{"Flexway adds"},
-		},
-		{
-			name: "flexway_only",
-			mem:  flexway,
-			want: []string{
-				"**40.0 KiB per open stream**",
-				"The floor of a bare net/http server holding the same streams open (the harness's -hold-mode) was not measured.",
-			},
-		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			r := &report{Memory: tt.mem, HoldMemory: tt.hold}
-			md := string(r.markdown())
-			_, section, _ := strings.Cut(md, "## Memory with 1000 open streams")
-			for _, want := range tt.want {
-				if !strings.Contains(section, want) {
-					t.Errorf("the memory section lacks %q:\n%s", want, section)
-				}
-			}
-			for _, reject := range tt.reject {
-				if strings.Contains(section, reject) {
-					t.Errorf("the memory section has %q:\n%s", reject, section)
-				}
-			}
-			if !strings.Contains(md, "- Memory floor: the harness binary started again, as its own process, with `-hold-mode LISTEN`") {
-				t.Errorf("What was on lacks the hold mode:\n%s", md)
-			}
-		})
-	}
-
-	// Flexway's figure and target row are the same with the floor beside them.
-	with := &report{Memory: flexway, HoldMemory: hold}
-	without := &report{Memory: flexway}
-	if a, b := with.checks(), without.checks(); a[len(a)-1] != b[len(b)-1] {
-		t.Errorf("memory target row %+v with the floor, %+v without", a[len(a)-1], b[len(b)-1])
-	}
+	md := string(sampleReport().markdown())
 	for _, want := range []string{
-		"| ≤ 30 KiB per open stream | 40.0 KiB | MISS |",
-		"Flexway VmRSS idle (after warm-up) 20000 KiB; with 1000 streams open 60000 KiB; (open − idle) / streams = **40.0 KiB per open stream**.",
+		"| added p50, concurrency 1 ≤ 0.8 × the Go floor's | 100.0 µs | ≤ 120.0 µs | 0.67 × | PASS |",
+		"| added p50, concurrency 1 | 100.0 µs | 140.0 µs | 150.0 µs | 40.0 µs | 50.0 µs | 0.67 × | 2.50 × |",
+		"| CPU per request, 1000 req/s | 40.0 µs | 50.0 µs | 30.0 µs | 10.0 µs | 10.0 µs | 1.33 × | 4.00 × |",
+		"| most req/s under a 5.00 ms p99 | 2000 req/s | — | 2000 req/s | 3000 req/s | 3000 req/s | 1.00 × | 0.67 × |",
+		"| RSS per open stream, 1000 streams | 20.0 KiB | — | 40.0 KiB | — | — | 0.50 × | — |",
+		"| flexway | 1000 | 400.0 µs | 100.0 µs | 900.0 µs | 300.0 µs | 20.0 µs |",
+		"| direct | 1000 | 300.0 µs | — | 600.0 µs | — | — |",
+		"| pipeline | 1000 | 440.0 µs | 140.0 µs | 950.0 µs | 350.0 µs | 1.60 ms | 700.0 µs | 50.0 µs | 0 | 1000 |",
+		"| rate (req/s) | direct p99 | flexway p99 | gofloor p99 | nginx p99 | relay p99 |",
+		"| flexway | 20000 KiB | 40000 KiB (1000 streams) | **20.0 KiB** |",
+		"| hold: bare net/http server, no upstream | 8000 KiB | 35500 KiB (1000 streams) | **27.5 KiB** |",
+		"| nginx | /usr/sbin/nginx (nginx/1.22.1) |",
 	} {
-		if md := string(with.markdown()); !strings.Contains(md, want) {
+		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)
 		}
+	}
+	empty := string((&report{}).markdown())
+	if !strings.Contains(empty, "| gofloor (an upstream connection per stream too) | — | — | not measured |") {
+		t.Errorf("an empty report's memory table:\n%s", empty)
 	}
 }

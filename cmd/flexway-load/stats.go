@@ -9,9 +9,9 @@ import (
 
 // dist is a latency distribution reduced to what the report shows.
 type dist struct {
-	N        int
-	P50, P99 time.Duration
-	Max      time.Duration
+	N              int
+	P50, P99, P999 time.Duration
+	Max            time.Duration
 }
 
 // summarize returns the distribution of samples, which it sorts in place.
@@ -22,10 +22,11 @@ func summarize(samples []time.Duration) dist {
 	}
 	slices.Sort(samples)
 	return dist{
-		N:   len(samples),
-		P50: percentile(samples, 0.50),
-		P99: percentile(samples, 0.99),
-		Max: samples[len(samples)-1],
+		N:    len(samples),
+		P50:  percentile(samples, 0.50),
+		P99:  percentile(samples, 0.99),
+		P999: percentile(samples, 0.999),
+		Max:  samples[len(samples)-1],
 	}
 }
 

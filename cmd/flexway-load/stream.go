@@ -91,7 +91,7 @@ func (l *load) streams(ctx context.Context, p path, n, conc, chunks int) ([]stre
 			for i := range next {
 				t, err := l.stream(ctx, p, chunks)
 				if err != nil {
-					errc <- err
+					errc <- fmt.Errorf("%s stream %d: %w", p.name, i, err)
 					continue
 				}
 				out[i] = t
