@@ -272,9 +272,10 @@ func (r *report) durAtMost(target string, m, f figure, factor float64, slack tim
 	return c
 }
 
-// ratio is a ÷ b as "0.80 ×", when both are known and b is positive.
+// ratio is a ÷ b as "0.80 ×", when both are known, a is not negative and
+// b is positive (an added figure below zero is noise, and no ratio).
 func ratio(a, b float64, ok bool) string {
-	if !ok || b <= 0 {
+	if !ok || a < 0 || b <= 0 {
 		return "—"
 	}
 	return fmt.Sprintf("%.2f ×", a/b)
