@@ -372,10 +372,12 @@ func (t *cacheTee) Send(ch *flexwayv1.ChatCompletionChunk) error {
 // storeStream stores what a stream's tee kept, when the stream ended
 // cleanly and the verdict says to (the rules of storeJSON, over every
 // choice the chunks carry); the chunks are encoded and the entry written
-// on a goroutine of its own, off the call's path.
+// on a goroutine of its own, off the call's path. A complete answer that
+// may not be stored passes its fill ([passUnstored]).
 func (c *Core) storeStream(st *call.State, ss flexwayv1.ChatService_StreamChatCompletionServer) {
 	t, ok := ss.(*cacheTee)
 	v := st.Cache
+	defer passUnstored(v)
 	if !ok || t.over || len(t.chunks) == 0 || v == nil || !v.Store || c.opts.Cache == nil || answerRedacted(st) {
 		return
 	}
@@ -423,6 +425,16 @@ func (c *Core) storeStream(st *call.State, ss flexwayv1.ChatService_StreamChatCo
 	}()
 }
 
+// passUnstored ends the fill a complete answer led when the answer was
+// not stored (the store took the fill otherwise): its followers go
+// upstream, and the key is not coalesced for a while ([cache.Flight.Pass]).
+func passUnstored(v *call.CacheVerdict) {
+	if v != nil && v.Flight != nil {
+		v.Flight.Pass()
+		v.Flight = nil
+	}
+}
+
 // storable reports whether a choice that finished on reason may be
 // stored: stop, or length with store_length.
 func storable(reason string, v *call.CacheVerdict) bool {
@@ -433,9 +445,11 @@ func storable(reason string, v *call.CacheVerdict) bool {
 // verdict says to: every choice finished on stop (or length with
 // store_length), no tool call unless cache_tool_calls, no guardrail
 // redaction or denial on the answer. The write is the store's (never
-// blocking: ristretto's buffer).
+// blocking: ristretto's buffer). A complete answer that may not be
+// stored passes its fill ([passUnstored]).
 func (c *Core) storeJSON(st *call.State, resp *flexwayv1.ChatCompletion) {
 	v := st.Cache
+	defer passUnstored(v)
 	if v == nil || !v.Store || c.opts.Cache == nil || answerRedacted(st) {
 		return
 	}

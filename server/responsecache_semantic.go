@@ -148,27 +148,61 @@ func (c *Core) semanticLookup(ctx context.Context, st *call.State, v *call.Cache
 
 // threshold is the similarity a semantic hit needs: the policy's, or the
 // request's Flexway-Cache-Similarity when above it (a caller may raise
-// the bar, never lower it). [checkSimilarityHeader] has refused a value
-// that is not a number in (0, 1].
+// the bar, never lower it; of several values the highest).
+// [checkSimilarityHeader] has refused a value that is not a decimal in
+// (0, 1].
 func threshold(ctx context.Context, policy float64) float64 {
 	md, _ := metadata.FromIncomingContext(ctx)
 	for _, s := range md.Get(HeaderCacheSimilarity) {
-		if f, err := strconv.ParseFloat(strings.TrimSpace(s), 64); err == nil && f > policy && f <= 1 {
+		if f, ok := similarity(s); ok && f > policy {
 			policy = f
 		}
 	}
 	return policy
 }
 
+// similarity parses a Flexway-Cache-Similarity value: a plain decimal
+// number (digits, at most one point, nothing else: no sign, exponent or
+// hex form) in (0, 1], spaces around it allowed.
+func similarity(s string) (float64, bool) {
+	s = strings.TrimSpace(s)
+	digits, point := 0, false
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c >= '0' && c <= '9':
+			digits++
+		case c == '.' && !point:
+			point = true
+		default:
+			return 0, false
+		}
+	}
+	if digits == 0 || digits > 20 {
+		return 0, false
+	}
+	whole, frac, _ := strings.Cut(s, ".")
+	switch strings.TrimLeft(whole, "0") {
+	case "": // below 1
+	case "1":
+		if strings.Trim(frac, "0") != "" {
+			return 0, false // above 1, by less than a float64 may tell
+		}
+	default:
+		return 0, false
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	return f, err == nil && f > 0
+}
+
 // checkSimilarityHeader refuses, with faults.InvalidRequest, a request
-// whose Flexway-Cache-Similarity is not a number in (0, 1]: a caller
+// whose Flexway-Cache-Similarity is not a decimal in (0, 1]: a caller
 // that meant to raise the bar is told, rather than answered at the
 // policy's.
 func checkSimilarityHeader(ctx context.Context) error {
 	md, _ := metadata.FromIncomingContext(ctx)
 	for _, s := range md.Get(HeaderCacheSimilarity) {
-		if f, err := strconv.ParseFloat(strings.TrimSpace(s), 64); err != nil || !(f > 0 && f <= 1) {
-			return faults.New(faults.InvalidRequest, "Flexway-Cache-Similarity must be a number in (0, 1], got %.32q", s)
+		if _, ok := similarity(s); !ok {
+			return faults.New(faults.InvalidRequest, "Flexway-Cache-Similarity must be a number in (0, 1], such as 0.97; got %.32q", s)
 		}
 	}
 	return nil

@@ -18,6 +18,7 @@ import (
 	"github.com/flexway/flexway/server/cache/memstore"
 	"github.com/flexway/flexway/server/cache/tiered"
 	"github.com/flexway/flexway/server/call"
+	"github.com/flexway/flexway/server/faults"
 	"github.com/flexway/flexway/server/openaiwire"
 )
 
@@ -29,13 +30,19 @@ type countingBackend struct {
 	finish string
 	// gate, when set, holds every call until it is closed.
 	gate chan struct{}
+	// fail, when set, fails every call that starts while it is set.
+	fail atomic.Bool
 }
 
 func (b *countingBackend) Name() string { return "main" }
 func (b *countingBackend) CreateChatCompletion(_ context.Context, req *flexwayv1.CreateChatCompletionRequest) (*flexwayv1.ChatCompletion, backends.Served, error) {
 	b.calls.Add(1)
+	fail := b.fail.Load()
 	if b.gate != nil {
 		<-b.gate
+	}
+	if fail {
+		return nil, backends.Served{Backend: "main"}, faults.New(faults.UpstreamError, "upstream main answered 500")
 	}
 	return &flexwayv1.ChatCompletion{Id: "chatcmpl-up", Object: "chat.completion", Model: "sample-1", Choices: []*flexwayv1.ChatCompletionChoice{{
 		Message: &flexwayv1.ChatMessage{Role: "assistant", Content: &flexwayv1.ChatMessage_Text{Text: b.answer}}, FinishReason: proto.String(b.finish)}},
@@ -282,61 +289,95 @@ func TestCacheIncludeSensitive(t *testing.T) {
 // TestCacheCoalescesConcurrentMisses: 40 identical questions sent while
 // the first is still upstream cost one upstream call; the other 39 wait
 // for it and are hits with its answer (the seventh attack pass saw 101 of
-// 200 go upstream). When the leader's answer is not storable (a length
-// stop) its followers go upstream themselves, and the next burst of that
+// 200 go upstream). When the leader fails (an upstream error), its
+// followers go upstream themselves and the next burst is coalesced again
+// (the eighth attack pass: one failing leader, a client that left, turned
+// coalescing off for 30 s). When the leader's answer may not be stored
+// (a length stop) its followers go upstream, and the next burst of that
 // question is not made to wait.
 func TestCacheCoalescesConcurrentMisses(t *testing.T) {
 	q := &flexwayv1.CreateChatCompletionRequest{Model: "fast", Messages: []*flexwayv1.ChatMessage{{Role: "user", Content: &flexwayv1.ChatMessage_Text{Text: "What are your opening hours?"}}}}
-	burst := func(c *Core, b *countingBackend, n int) (hits int, texts map[string]int) {
+	// burst sends n at once and opens b's gate once the first has
+	// reached b (then runs arrived) and the others have had time to join
+	burst := func(c *Core, b *countingBackend, n int, arrived func()) (hits, errs int, texts map[string]int) {
 		t.Helper()
 		type result struct {
 			status, text string
 			err          error
 		}
+		b.gate = make(chan struct{})
 		out := make(chan result, n)
 		for range n {
 			go func() {
 				resp, st, err := cachedCall(t, c, "acme", nil, q, nil)
-				out <- result{st.Cache.Status, resp.GetChoices()[0].GetMessage().GetText(), err}
+				text := ""
+				if err == nil {
+					text = resp.GetChoices()[0].GetMessage().GetText()
+				}
+				out <- result{st.Cache.Status, text, err}
 			}()
 		}
-		// every call has either reached the backend or joined the
-		// leader's fill by the time the gate opens
 		for deadline := time.Now().Add(5 * time.Second); b.calls.Load() == 0 && time.Now().Before(deadline); {
 			time.Sleep(time.Millisecond)
+		}
+		if arrived != nil {
+			arrived()
 		}
 		time.Sleep(300 * time.Millisecond)
 		close(b.gate)
 		texts = map[string]int{}
 		for range n {
 			r := <-out
-			if r.err != nil {
-				t.Fatal(r.err)
-			}
-			if r.status == "hit" {
+			switch {
+			case r.err != nil:
+				errs++
+			case r.status == "hit":
 				hits++
 			}
 			texts[r.text]++
 		}
-		return hits, texts
+		return hits, errs, texts
 	}
-	b := &countingBackend{answer: "Nine to five.", finish: "stop", gate: make(chan struct{})}
+	b := &countingBackend{answer: "Nine to five.", finish: "stop"}
 	c := cacheCore(t, b, &CacheSetting{Mode: "exact", TTL: time.Hour})
-	hits, texts := burst(c, b, 40)
-	if b.calls.Load() != 1 || hits != 39 || texts["Nine to five."] != 40 {
-		t.Errorf("40 identical concurrent questions: %d upstream calls, %d hits, answers %v; want 1 call, 39 hits", b.calls.Load(), hits, texts)
+	b.fail.Store(true)
+	hits, errs, _ := burst(c, b, 10, func() { b.fail.Store(false) })
+	if b.calls.Load() != 10 || errs != 1 || hits != 0 {
+		t.Errorf("a failing leader: %d upstream calls, %d errors, %d hits; want its 9 followers upstream, 1 error", b.calls.Load(), errs, hits)
+	}
+	c = cacheCore(t, b, &CacheSetting{Mode: "exact", TTL: time.Hour}) // an empty store, the same flights' rules
+	b.calls.Store(0)
+	b.fail.Store(true)
+	if _, errs, _ := burst(c, b, 5, nil); errs != 5 || b.calls.Load() != 5 {
+		t.Fatalf("an upstream failing every call: %d errors of %d calls, want 5 of 5", errs, b.calls.Load())
+	}
+	b.fail.Store(false)
+	b.calls.Store(0)
+	hits, errs, texts := burst(c, b, 40, nil)
+	if b.calls.Load() != 1 || hits != 39 || errs != 0 || texts["Nine to five."] != 40 {
+		t.Errorf("40 identical concurrent questions after a failed leader: %d upstream calls, %d hits, %d errors, answers %v; want 1 call, 39 hits", b.calls.Load(), hits, errs, texts)
 	}
 
-	cut := &countingBackend{answer: "Nine", finish: "length", gate: make(chan struct{})}
+	cut := &countingBackend{answer: "Nine", finish: "length"}
 	c = cacheCore(t, cut, &CacheSetting{Mode: "exact", TTL: time.Hour})
-	if hits, _ := burst(c, cut, 10); cut.calls.Load() != 10 || hits != 0 {
+	if hits, _, _ := burst(c, cut, 10, nil); cut.calls.Load() != 10 || hits != 0 {
 		t.Errorf("an answer that is not stored: %d upstream calls, %d hits; want all 10 upstream", cut.calls.Load(), hits)
 	}
-	f, leader := c.flights.Join(cache.MakeStoreKey(cache.PartitionID{}, cache.Key{}))
-	if !leader || f == nil {
-		t.Fatalf("an unrelated key: leader %v", leader)
+	if f, leader := c.flights.Join(cacheKeyOf(t, c, q)); f != nil || leader {
+		t.Errorf("a key whose answer could not be stored: leader %v; want neither leader nor follower for 30 s", leader)
 	}
-	f.Abandon()
+}
+
+// cacheKeyOf is the store key of q from tenant acme on c (its partition
+// and exact key, as CacheLookup makes them).
+func cacheKeyOf(t *testing.T, c *Core, q *flexwayv1.CreateChatCompletionRequest) cache.StoreKey {
+	t.Helper()
+	st := &call.State{RequestID: "k", Tenant: "acme", Operation: "ai.chatCompletions", Plan: []string{"main"}}
+	ctx := call.NewContext(context.Background(), st)
+	if _, _, err := c.CacheLookup(ctx, st, q, func() error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return st.Cache.Key
 }
 
 // TestCacheSemanticNewDimension: when the embeddings backend starts
@@ -384,5 +425,21 @@ func TestCacheSemanticNewDimension(t *testing.T) {
 	}
 	if n := strings.Count(logs.String(), "changed dimension"); n != 1 {
 		t.Errorf("%d log lines of a change of dimension, want 1 (at most one a minute):\n%s", n, logs.String())
+	}
+}
+
+// TestSimilarityHeader: Flexway-Cache-Similarity is a plain decimal in
+// (0, 1]; signs, exponents, hex floats and values a float64 cannot tell
+// from 1 are refused (the eighth attack pass found +0.9 and 0x1p-1
+// accepted).
+func TestSimilarityHeader(t *testing.T) {
+	for s, want := range map[string]bool{
+		"0.97": true, "1": true, "1.0": true, ".5": true, " 0.9 ": true, "0.000001": true,
+		"": false, " ": false, ".": false, "0": false, "0.0": false, "-0": false, "+0.9": false, "0x1p-1": false, "0x_1p-1": false,
+		"5e-324": false, "1e-400": false, "Inf": false, "NaN": false, "1.5": false, "0.9, 0.95": false, "1.0000000000000001": false, "0..9": false, "0.99999999999999999": true, "2": false,
+	} {
+		if _, ok := similarity(s); ok != want {
+			t.Errorf("similarity(%q) ok = %v, want %v", s, ok, want)
+		}
 	}
 }

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// passFor is how long a key whose filling call stored nothing is not
+// passFor is how long a key whose answer could not be stored is not
 // coalesced: identical calls whose answers are not storable (tool calls,
 // a length stop) then go upstream at once rather than one after the
 // other, as Varnish's hit-for-pass.
@@ -25,11 +25,11 @@ const maxPasses = 4096
 type Flights struct {
 	mu     sync.Mutex
 	flying map[StoreKey]*Flight
-	passed map[StoreKey]time.Time // keys whose leader stored nothing, until when
+	passed map[StoreKey]time.Time // keys whose answer could not be stored, until when
 }
 
 // Flight is one leader's fill of a key, from [Flights.Join] to its Land
-// or Abandon (whichever comes first: the rest do nothing).
+// Pass or Abandon (whichever comes first: the rest do nothing).
 type Flight struct {
 	fs    *Flights
 	key   StoreKey
@@ -39,9 +39,9 @@ type Flight struct {
 }
 
 // Join reports how a call that missed k goes on: as the leader of k's
-// fill (f, true: it must Land or Abandon f once its call ends), as a
-// follower (f, false: it waits with [Flight.Wait]), or, when k's last
-// leader stored nothing less than 30 s ago, alone (nil, false: it goes
+// fill (f, true: it must Land, Pass or Abandon f once its call ends), as
+// a follower (f, false: it waits with [Flight.Wait]), or, when k's last
+// leader's answer could not be stored less than 30 s ago, alone (nil, false: it goes
 // upstream without waiting and fills nothing for others).
 func (fs *Flights) Join(k StoreKey) (f *Flight, leader bool) {
 	fs.mu.Lock()
@@ -76,13 +76,19 @@ func (f *Flight) Wait(ctx context.Context) (*Entry, bool) {
 
 // Land ends f with e, the entry its leader stored: its followers are
 // answered by e.
-func (f *Flight) Land(e *Entry) { f.end(e) }
+func (f *Flight) Land(e *Entry) { f.end(e, false) }
 
-// Abandon ends f with nothing stored: its followers go upstream, and the
-// key is not coalesced for 30 s.
-func (f *Flight) Abandon() { f.end(nil) }
+// Abandon ends f with nothing stored, because its leader failed (its
+// client left, a refusal, an upstream error): its followers go upstream
+// themselves, and the next miss of the key leads again.
+func (f *Flight) Abandon() { f.end(nil, false) }
 
-func (f *Flight) end(e *Entry) {
+// Pass ends f with nothing stored, because its leader's answer, complete,
+// may not be stored (a tool call, a length stop, a redaction, too big):
+// its followers go upstream, and the key is not coalesced for 30 s.
+func (f *Flight) Pass() { f.end(nil, true) }
+
+func (f *Flight) end(e *Entry, pass bool) {
 	if f == nil {
 		return
 	}
@@ -90,7 +96,7 @@ func (f *Flight) end(e *Entry) {
 		fs := f.fs
 		fs.mu.Lock()
 		delete(fs.flying, f.key)
-		if e == nil && len(fs.passed) < maxPasses {
+		if pass && len(fs.passed) < maxPasses {
 			if fs.passed == nil {
 				fs.passed = map[StoreKey]time.Time{}
 			}

@@ -7,8 +7,9 @@ import (
 )
 
 // TestFlights: the first to join a key leads, the next follow and get
-// what the leader lands; an abandoned key is not coalesced for a while
-// (its callers go alone), then is again; a follower's context bounds its
+// what the leader lands; after a leader failed (Abandon) the next miss
+// leads again; a key whose answer could not be stored (Pass) is not
+// coalesced for a while (its callers go alone), then is again; a follower's context bounds its
 // wait; ending a flight twice keeps the first end.
 func TestFlights(t *testing.T) {
 	var fs Flights
@@ -45,8 +46,17 @@ func TestFlights(t *testing.T) {
 	if e, ok := g.Wait(context.Background()); ok || e != nil {
 		t.Errorf("abandoned: follower got %v, %v", e, ok)
 	}
+	f, leader = fs.Join(k)
+	if !leader {
+		t.Fatal("after a leader failed, the next miss leads again")
+	}
+	g, _ = fs.Join(k)
+	f.Pass()
+	if e, ok := g.Wait(context.Background()); ok || e != nil {
+		t.Errorf("passed: follower got %v, %v", e, ok)
+	}
 	if f, leader := fs.Join(k); f != nil || leader {
-		t.Errorf("an abandoned key within 30 s: %v, leader %v; want alone", f, leader)
+		t.Errorf("a passed key within 30 s: %v, leader %v; want alone", f, leader)
 	}
 	fs.passed[k] = time.Now().Add(-time.Second)
 	if n := fs.Sweep(); n != 1 {

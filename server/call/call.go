@@ -136,8 +136,9 @@ type CacheVerdict struct {
 	Flight *cache.Flight
 }
 
-// End ends the call's fill when its answer was not stored: the calls
-// waiting for it go upstream themselves. The budget interceptor calls it
+// End ends the call's fill when the call failed before an answer was
+// stored or passed ([cache.Flight.Abandon]): the calls waiting for it go
+// upstream themselves, and the next miss of the key leads again. The budget interceptor calls it
 // once the call has ended, whatever its end; nil-safe, and a no-op after
 // the store landed the fill.
 func (v *CacheVerdict) End() {
