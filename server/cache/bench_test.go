@@ -112,6 +112,50 @@ func BenchmarkExactLookupRepeated(b *testing.B) {
 	}
 }
 
+// BenchmarkExactLookupFirstSeen is the front's whole exact path for a
+// 4 KiB body it has not seen before: the memo's hash of the raw bytes (a
+// miss: 1,024 bodies that differ in their seed, a memo of about 100),
+// the canonical key, the partition ID and a lookup in a memory store of
+// 10,001 entries.
+func BenchmarkExactLookupFirstSeen(b *testing.B) {
+	body := request4K()
+	s := storeOf10k(b, body)
+	bodies := make([][]byte, 1024)
+	for i := range bodies {
+		bodies[i] = bytes.Replace(body, []byte(`"seed":42,`), fmt.Appendf(nil, `"seed":%d,`, 1000+i), 1)
+	}
+	p := cache.Partition{Tenant: "acme", Alias: "fast", Backend: "main", Model: "m1", Operation: "ai.chatCompletions"}
+	keyer := cache.NewKeyer(100 * 160)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		ks, err := keyer.Keys(bodies[i%len(bodies)], false)
+		if err != nil {
+			b.Fatal(err)
+		}
+		s.Get(cache.MakeStoreKey(p.ID(), ks.Exact))
+		i++
+	}
+}
+
+// storeOf10k is a memory store holding body's entry among 10,000 others.
+func storeOf10k(b *testing.B, body []byte) *memstore.Store {
+	s, err := memstore.New(memstore.Options{MaxBytes: 256 << 20})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(s.Close)
+	p := cache.Partition{Tenant: "acme", Alias: "fast", Backend: "main", Model: "m1", Operation: "ai.chatCompletions"}
+	for i := 0; i < 10000; i++ {
+		s.Set(&cache.Entry{Key: cache.MakeStoreKey(p.ID(), cache.Key{byte(i), byte(i >> 8), 1}), Mode: cache.ModeJSON, Body: make([]byte, 1024)}, time.Hour)
+	}
+	k, _ := cache.ExactKey(body)
+	s.Set(&cache.Entry{Key: cache.MakeStoreKey(p.ID(), k), Mode: cache.ModeJSON, Body: make([]byte, 1024)}, time.Hour)
+	s.Wait()
+	return s
+}
+
 // BenchmarkExactLookup is the exact path of a lookup: the key of a 4 KiB
 // request, the partition ID, and a hit in a memory store holding 10,000
 // other entries.

@@ -1,12 +1,15 @@
 package cache
 
 import (
-	"crypto/sha256"
+	"hash/maphash"
 	"sync"
 )
 
 // Keyer is [NewKeys] with a memo: the keys of a body are remembered under
-// the SHA-256 of its raw bytes, so that a body sent again byte for byte
+// a 128-bit hash of its raw bytes (two [maphash] sums with this process's
+// random seeds: never shared, never shown, so that no caller can aim at a
+// collision; about 0.5 µs for 4 KiB where SHA-256 takes 2.5 µs), so that
+// a body sent again byte for byte
 // (the repeated questions a cache is for: FAQ bots, evaluation runs,
 // retries) costs one hash of its bytes instead of the canonical pass. The
 // keys are still those of the canonical form: the memo only remembers
@@ -15,10 +18,14 @@ import (
 // entry. Safe for concurrent use.
 type Keyer struct {
 	maxBytes int
+	seeds    [2]maphash.Seed
 	mu       sync.Mutex
-	memo     map[[32]byte]memoKeys
+	memo     map[rawHash]memoKeys
 	bytes    int
 }
+
+// rawHash is the memo's key: two 64-bit maphash sums of a body.
+type rawHash [2]uint64
 
 // memoKeys are the keys remembered for a body: exact alone, or with the
 // semantic keys.
@@ -34,12 +41,12 @@ const memoCost = 160
 // 160 bytes a body plus its last user message's text); when full, it
 // forgets everything and starts again.
 func NewKeyer(maxBytes int) *Keyer {
-	return &Keyer{maxBytes: maxBytes, memo: map[[32]byte]memoKeys{}}
+	return &Keyer{maxBytes: maxBytes, seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}, memo: map[rawHash]memoKeys{}}
 }
 
 // Keys is NewKeys(body, withSemantic), remembered.
 func (k *Keyer) Keys(body []byte, withSemantic bool) (Keys, error) {
-	raw := sha256.Sum256(body)
+	raw := rawHash{maphash.Bytes(k.seeds[0], body), maphash.Bytes(k.seeds[1], body)}
 	k.mu.Lock()
 	m, ok := k.memo[raw]
 	k.mu.Unlock()
